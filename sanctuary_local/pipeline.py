@@ -1,0 +1,314 @@
+"""The batched SANCTUARY pipeline — the only module that knows every stage.
+
+Stage-major execution (paper §4, made batched): stage 1 (HyDE) for all pending claims
+with its model loaded once → model released → stage 2 (retrieval) in a process pool →
+stage 3 (verdict) for all claims with its model. Every finished record is fsync'ed to
+its stage JSONL (``runstate.StageFile``) so a rerun resumes exactly where a crash or
+``kill -9`` stopped. One bad claim never stops the run: it is flagged and still gets a
+valid prediction. With ``budget_s`` a pilot measures the first claims and later claims
+are degraded along a documented knob ladder (``budget.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sanctuary_local.budget import STAGES, BudgetPlanner, apply_level, knobs
+from sanctuary_local.config import Config, load_config
+from sanctuary_local.errors import UserError
+from sanctuary_local.ids import file_sha256
+from sanctuary_local.models import set_offline_env
+from sanctuary_local.records import ClaimEvidence, Claim, HydeResult, Prediction
+from sanctuary_local.reporting import RunReporter
+from sanctuary_local.runstate import STAGE_FILES, StageFile, check_state
+
+log = logging.getLogger("sanctuary_local")
+R = TypeVar("R")
+
+#: Flag prefixes that mark a claim as degraded (something failed; a fallback was used).
+DEGRADING = (
+    "store_missing", "store_problems", "no_documents", "retrieval_error",
+    "hyde_llm_error", "hyde_claim_fallback", "verdict_llm_error", "verdict_unparsed",
+)
+
+
+@dataclass
+class RunOptions:
+    """What ``sanctuary-local run`` was asked to do."""
+
+    claims: Path
+    store: Path
+    out: Path
+    profile: str = "cpu"
+    limit: int | None = None
+    claims_range: str | None = None
+    workers: int | None = None
+    budget_s: float | None = None
+    force: bool = False
+    quiet: bool = False
+    overrides: dict[str, Any] | None = None
+    models_dir: str | None = None
+    argv: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunSummary:
+    """The outcome of a run (also written to ``timings.json``/``manifest.json``)."""
+
+    out_dir: Path
+    n_claims: int
+    n_degraded: int
+    degraded_reasons: dict[str, int]
+    label_counts: dict[str, int]
+    timings: dict[str, Any]
+    predictions: list[Prediction]
+
+    @property
+    def exit_code(self) -> int:
+        """0: every claim clean; 3: finished, but some claims are degraded (flagged)."""
+        return 3 if self.n_degraded else 0
+
+
+def select_claims(claims: list[Claim], claims_range: str | None, limit: int | None) -> list[Claim]:
+    """``--claims-range a:b`` (python slice over claim indices) then ``--limit N``."""
+    if claims_range:
+        try:
+            a, _, b = claims_range.partition(":")
+            lo, hi = int(a) if a else 0, int(b) if b else len(claims)
+        except ValueError:
+            raise UserError(f"--claims-range must look like a:b (got '{claims_range}')") from None
+        claims = [c for c in claims if lo <= c.index < hi]
+    if limit is not None:
+        if limit < 0:
+            raise UserError("--limit must be ≥ 0")
+        claims = claims[:limit]
+    return claims
+
+
+def degraded_reasons(flags: Sequence[str]) -> list[str]:
+    return sorted({f.split(":")[0] for f in flags if f.split(":")[0].startswith(DEGRADING)})
+
+
+class _Run:
+    """State of one run: config, claims, stage files, reporter."""
+
+    def __init__(self, opts: RunOptions) -> None:
+        from sanctuary_local.io.claims import read_claims
+        from sanctuary_local.io.store import KnowledgeStore
+
+        self.opts = opts
+        cfg = load_config(opts.profile, opts.overrides)
+        if opts.workers is not None:
+            cfg.retrieval.workers = opts.workers
+        if opts.models_dir:
+            cfg.models_dir = opts.models_dir
+        self.cfg: Config = cfg
+        self.store = KnowledgeStore(opts.store)
+        self.claims = select_claims(read_claims(opts.claims), opts.claims_range, opts.limit)
+        self.by_index = {c.index: c for c in self.claims}
+        self.out = Path(opts.out)
+        fingerprint = {
+            "config": cfg.fingerprint(),
+            "claims_file": file_sha256(str(opts.claims)),
+            "store": str(Path(opts.store).resolve()),
+            "budget_s": opts.budget_s,
+        }
+        check_state(self.out, fingerprint, opts.force)
+        self.reporter = RunReporter(self.out, cfg, opts, quiet=opts.quiet)
+        self.hyde = StageFile(self.out / STAGE_FILES["hyde"], HydeResult.from_dict)
+        self.evidence = StageFile(self.out / STAGE_FILES["retrieval"], ClaimEvidence.from_dict)
+        self.verdict = StageFile(self.out / STAGE_FILES["verdict"], Prediction.from_dict)
+        for sf in (self.hyde, self.evidence, self.verdict):
+            if sf.repaired_bytes:
+                log.warning("%s: cut a torn last line (%d bytes) left by an interrupted run", sf.path, sf.repaired_bytes)
+        self.planner = (
+            BudgetPlanner(cfg, opts.budget_s, len(self.claims)) if opts.budget_s else None
+        )
+        self.t0 = time.perf_counter()
+
+    # ------------------------------------------------------------------ stage 1
+    def stage_hyde(self, claims: list[Claim], level: int) -> None:
+        from sanctuary_local.llm import make_backend
+        from sanctuary_local.stages import hyde as hyde_stage
+
+        todo = [c for c in claims if c.index not in self.hyde]
+        if not todo:
+            return
+        cfg = apply_level(self.cfg, level)
+        with self.reporter.stage("hyde", len(todo)) as st:
+            backend = st.timed_load(lambda: make_backend(cfg.hyde.llm, cfg.models_dir))
+            try:
+                for wave in _waves(todo, _wave_size(cfg.hyde.llm)):
+                    t = time.perf_counter()
+                    results = _resilient(
+                        wave, lambda w: hyde_stage.run_hyde(w, backend, cfg.hyde),
+                        lambda c, e: _hyde_fallback(c, cfg, e),
+                    )
+                    per = (time.perf_counter() - t) / len(wave)
+                    for c, r in zip(wave, results):
+                        self.hyde.append(c.index, r, {"seconds": per, "budget_level": level})
+                        st.advance(r.generation.prompt_tokens, r.generation.completion_tokens)
+            finally:
+                backend.close()
+
+    # ------------------------------------------------------------------ stage 2
+    def stage_retrieval(self, claims: list[Claim], level: int) -> None:
+        from sanctuary_local.stages.evidence import run_retrieval
+
+        todo = [self.hyde.records[c.index] for c in claims if c.index not in self.evidence and c.index in self.hyde]
+        if not todo:
+            return
+        cfg = apply_level(self.cfg, level)
+        with self.reporter.stage("retrieval", len(todo)) as st:
+            def done(ev: ClaimEvidence) -> None:
+                self.evidence.append(ev.claim_index, ev, {"seconds": float(ev.timings.get("total", 0.0)), "budget_level": level})
+                st.advance()
+
+            run_retrieval(self.opts.store, todo, cfg.retrieval, models_dir=cfg.models_dir,
+                          workers=cfg.retrieval.workers, on_result=done)
+
+    # ------------------------------------------------------------------ stage 3
+    def stage_verdict(self, claims: list[Claim], level: int) -> None:
+        from sanctuary_local.llm import make_backend
+        from sanctuary_local.stages import verdict as verdict_stage
+
+        todo = [c for c in claims if c.index not in self.verdict and c.index in self.evidence]
+        if not todo:
+            return
+        cfg = apply_level(self.cfg, level)
+        with self.reporter.stage("verdict", len(todo)) as st:
+            backend = st.timed_load(lambda: make_backend(cfg.verdict.llm, cfg.models_dir))
+            try:
+                for wave in _waves(todo, _wave_size(cfg.verdict.llm)):
+                    t = time.perf_counter()
+                    hy = [self.hyde.records[c.index] for c in wave]
+                    ev = [self.evidence.records[c.index] for c in wave]
+                    preds = _resilient(
+                        list(zip(wave, hy, ev)),
+                        lambda w: verdict_stage.run_verdict([x[0] for x in w], [x[1] for x in w], [x[2] for x in w], backend, cfg.verdict),
+                        lambda x, e: _verdict_fallback(x[0], x[1], x[2], e),
+                    )
+                    per = (time.perf_counter() - t) / len(wave)
+                    for c, p in zip(wave, preds):
+                        p = self._finish(c, p, per, level, cfg)
+                        self.verdict.append(c.index, p, {"seconds": per, "budget_level": level})
+                        st.advance(int(p.meta.get("prompt_tokens", 0)), int(p.meta.get("completion_tokens", 0)))
+            finally:
+                backend.close()
+
+    def _finish(self, claim: Claim, p: Prediction, verdict_s: float, level: int, cfg: Config) -> Prediction:
+        """Attach per-stage timings, budget knobs and upstream flags to the prediction."""
+        h_extra, e_extra = self.hyde.extras.get(claim.index, {}), self.evidence.extras.get(claim.index, {})
+        timings = {"hyde_s": h_extra.get("seconds", 0.0), "retrieval_s": e_extra.get("seconds", 0.0), "verdict_s": verdict_s}
+        flags = list(p.flags)
+        for f in (*self.hyde.records[claim.index].flags, *self.evidence.records[claim.index].flags):
+            if f not in flags:
+                flags.append(f)
+        meta = dict(p.meta)
+        if self.planner is not None:
+            lv = {"hyde": h_extra.get("budget_level", 0), "retrieval": e_extra.get("budget_level", 0), "verdict": level}
+            meta["budget"] = {"levels": lv, "knobs": knobs(cfg)}
+            if max(lv.values()) > 0:
+                flags.append(f"budget_level:{max(lv.values())}")
+        return dataclasses.replace(p, timings={**p.timings, **timings}, flags=tuple(flags), meta=meta,
+                                   claim_id=claim.claim_id, claim=claim.text)
+
+    # --------------------------------------------------------------- execution
+    def execute(self) -> None:
+        claims = self.claims
+        if self.planner is None:
+            for name in STAGES:
+                getattr(self, f"stage_{name}")(claims, 0)
+            return
+        pilot_n = min(len(claims), max(2, min(8, len(claims) // 20)))
+        pilot, rest = claims[:pilot_n], claims[pilot_n:]
+        for name in STAGES:
+            getattr(self, f"stage_{name}")(pilot, 0)
+        for i, name in enumerate(STAGES):
+            per_claim = self.reporter.per_claim_costs()
+            level = self.planner.choose(time.perf_counter() - self.t0, pilot_n, per_claim, STAGES[i:], len(rest))
+            log.info("budget: stage %s runs the remaining %d claims at level %d (projected %.1f s/claim, budget %.1f)",
+                     name, len(rest), level, self.planner.projected_s or 0.0, self.planner.budget_s)
+            self.reporter.note_budget(name, level, self.planner.projected_s)
+            getattr(self, f"stage_{name}")(rest, level)
+
+
+def _waves(items: list[R], size: int) -> list[list[R]]:
+    return [items[i : i + size] for i in range(0, len(items), size)] if items else []
+
+
+def _wave_size(llm_cfg: Any) -> int:
+    """Prompts per backend call: vLLM batches everything; CPU backends go claim by claim
+    (each finished claim is persisted before the next starts)."""
+    if llm_cfg.batch_size:
+        return int(llm_cfg.batch_size)
+    return {"vllm": 256, "openai_http": max(1, 2 * int(llm_cfg.concurrency))}.get(llm_cfg.backend, 1)
+
+
+def _resilient(batch: list[Any], run: Callable[[list[Any]], list[R]], fallback: Callable[[Any, Exception], R]) -> list[R]:
+    """Run a batch; on an exception (e.g. CUDA OOM) split it in halves and retry, down to
+    single items, which then get the fallback record instead of stopping the run."""
+    try:
+        out = run(batch)
+        if len(out) != len(batch):
+            raise RuntimeError(f"stage returned {len(out)} results for {len(batch)} inputs")
+        return out
+    except Exception as exc:  # noqa: BLE001 - isolation boundary
+        if len(batch) > 1:
+            log.warning("batch of %d failed (%s); retrying in halves", len(batch), exc)
+            mid = len(batch) // 2
+            return _resilient(batch[:mid], run, fallback) + _resilient(batch[mid:], run, fallback)
+        log.error("item failed: %s", exc)
+        return [fallback(batch[0], exc)]
+
+
+def _hyde_fallback(claim: Claim, cfg: Config, exc: Exception) -> HydeResult:
+    from sanctuary_local.stages.hyde import parse_hyde
+
+    r = parse_hyde("", claim, cfg.hyde)
+    return dataclasses.replace(r, flags=(*r.flags, f"hyde_llm_error: {type(exc).__name__}: {exc}"[:300]))
+
+
+def _verdict_fallback(claim: Claim, hyde: HydeResult, ev: ClaimEvidence, exc: Exception) -> Prediction:
+    from sanctuary_local.stages.verdict import evidence_items, parse_verdict
+
+    label, justification, flags = parse_verdict("", hyde.provisional_label)
+    return Prediction(
+        claim_index=claim.index, claim_id=claim.claim_id, claim=claim.text, label=label,
+        evidence=evidence_items(ev), justification=justification, provisional_label=hyde.provisional_label,
+        flags=(*flags, f"verdict_llm_error: {type(exc).__name__}: {exc}"[:300]),
+    )
+
+
+def run_pipeline(opts: RunOptions) -> RunSummary:
+    """Run (or resume) the whole pipeline; write every output file into ``opts.out``."""
+    set_offline_env()  # before any Hugging Face library is imported
+    run = _Run(opts)
+    try:
+        run.execute()
+    finally:
+        run.reporter.close_progress()
+    preds = [run.verdict.records[c.index] for c in run.claims if c.index in run.verdict]
+    missing = [c.index for c in run.claims if c.index not in run.verdict]
+    if missing:  # cannot happen unless a stage was skipped by an exception above
+        raise RuntimeError(f"claims without a prediction: {missing[:10]}")
+    reasons: Counter[str] = Counter()
+    n_degraded = 0
+    for p in preds:
+        rs = degraded_reasons(p.flags)
+        n_degraded += bool(rs)
+        reasons.update(rs)
+    timings = run.reporter.finalize(preds, run.hyde, run.evidence, run.verdict)
+    summary = RunSummary(
+        out_dir=run.out, n_claims=len(preds), n_degraded=n_degraded, degraded_reasons=dict(reasons),
+        label_counts=dict(Counter(p.label for p in preds)), timings=timings, predictions=preds,
+    )
+    run.reporter.print_summary(summary)
+    return summary
