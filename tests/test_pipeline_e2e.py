@@ -1,0 +1,172 @@
+"""End to end: `sanctuary-local run` on examples/ with the real CPU models.
+
+Gemma 3 270M (llama.cpp) for stages 1 and 3, all-MiniLM-L6-v2 for retrieval, real
+BM25 and FAISS. Asserts structure, provenance, resume and failure isolation — never
+answer quality (the 270M model is weak)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sanctuary_local.io.leaderboard import HEADER, read_leaderboard_csv
+from sanctuary_local.io.store import KnowledgeStore
+from sanctuary_local.pipeline import RunOptions, run_pipeline
+from sanctuary_local.records import LABELS
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+TINY = str(ROOT / "tests" / "data" / "tiny_cpu.toml")
+N_EXAMPLES = len(orjson.loads((EXAMPLES / "claims.json").read_bytes()))
+
+pytestmark = pytest.mark.slow
+
+
+def _block_non_loopback(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Any connection to a non-loopback address raises (and is recorded)."""
+    attempts: list[object] = []
+    real_connect = socket.socket.connect
+
+    def guarded(self: socket.socket, address: object) -> object:
+        host = address[0] if isinstance(address, tuple) else str(address)
+        if self.family in (socket.AF_INET, socket.AF_INET6) and host not in ("127.0.0.1", "::1", "localhost"):
+            attempts.append(address)
+            raise OSError(f"network blocked by test: {address}")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    monkeypatch.setattr(socket.socket, "connect_ex", lambda self, a: guarded(self, a) or 0)
+    return attempts
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One uninterrupted in-process run, with every non-loopback socket blocked."""
+    mp = pytest.MonkeyPatch()
+    attempts = _block_non_loopback(mp)
+    out = tmp_path_factory.mktemp("reference")
+    try:
+        summary = run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=out,
+                                          profile=TINY, workers=1, quiet=True))
+    finally:
+        mp.undo()
+    assert attempts == [], f"the pipeline tried to reach the network: {attempts}"
+    assert summary.n_claims == N_EXAMPLES
+    return out
+
+
+def _comparable(out: Path) -> list[dict]:
+    """Predictions without the fields that legitimately differ between runs (timings)."""
+    preds = orjson.loads((out / "predictions.json").read_bytes())
+    for p in preds:
+        p.pop("timings", None)
+        p.get("meta", {}).pop("seconds", None)
+    return preds
+
+
+def test_outputs_exist_and_validate(reference_run: Path) -> None:
+    for name in ("predictions.json", "submission.csv", "stage1_hyde.jsonl", "stage2_evidence.jsonl",
+                 "stage3_predictions.jsonl", "timings.json", "manifest.json", "config.json", "run.log"):
+        assert (reference_run / name).is_file(), name
+    preds = orjson.loads((reference_run / "predictions.json").read_bytes())
+    assert [p["claim_id"] for p in preds] == [str(i) for i in range(N_EXAMPLES)]
+    for p in preds:
+        assert p["pred_label"] in LABELS
+        assert isinstance(p["claim"], str) and p["claim"]
+        for e in p["evidence"]:
+            assert set(e) >= {"question", "answer", "url", "scraped_text"}
+    rows = read_leaderboard_csv(reference_run / "submission.csv")
+    assert [r.id for r in rows] == [p["claim_id"] for p in preds]
+    assert all(r.split == "pred" and r.label in LABELS for r in rows)
+    assert (reference_run / "submission.csv").read_bytes().startswith(",".join(HEADER).encode() + b"\r\n")
+    timings = orjson.loads((reference_run / "timings.json").read_bytes())
+    assert set(timings["stages"]) == {"hyde", "retrieval", "verdict"}
+    assert timings["stages"]["hyde"]["tokens_out"] > 0 and timings["peak_rss_mb"] > 0
+    manifest = orjson.loads((reference_run / "manifest.json").read_bytes())
+    assert manifest["models"]["hyde_llm"]["files"] and set(manifest["prompts"]) == {"hyde", "verdict"}
+
+
+def test_every_evidence_snippet_reconstructs_from_its_document(reference_run: Path) -> None:
+    store = KnowledgeStore(EXAMPLES / "store")
+    preds = orjson.loads((reference_run / "predictions.json").read_bytes())
+    n = 0
+    for p in preds:
+        docs = {d.position: d for d in store.load(int(p["claim_id"])).documents}
+        for e in p["evidence"]:
+            doc = docs[e["doc_position"]]
+            assert doc.url == e["url"]
+            assert doc.text[e["start"] : e["end"]] == e["answer"]
+            n += 1
+    assert n > 0, "no evidence at all on the examples"
+
+
+def _cmd(out: Path) -> list[str]:
+    return [sys.executable, "-m", "sanctuary_local.cli", "run", "--claims", str(EXAMPLES / "claims.json"),
+            "--store", str(EXAMPLES / "store"), "--out", str(out), "--profile", TINY, "--workers", "1", "--quiet"]
+
+
+def _lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def test_kill_and_resume_matches_uninterrupted_run(reference_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "killed"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # SIGKILL the run once inside each stage, resuming each time, then finish.
+    for stage_file in ("stage1_hyde.jsonl", "stage2_evidence.jsonl", "stage3_predictions.jsonl"):
+        proc = subprocess.Popen(_cmd(out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        target = _lines(out / stage_file) + 1
+        deadline = time.time() + 600
+        while proc.poll() is None and _lines(out / stage_file) < target and time.time() < deadline:
+            time.sleep(0.05)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    final = subprocess.run(_cmd(out), env=env, capture_output=True, text=True, timeout=900)
+    assert final.returncode in (0, 3), final.stderr[-2000:]
+    for name in ("stage1_hyde.jsonl", "stage2_evidence.jsonl", "stage3_predictions.jsonl"):
+        idx = [orjson.loads(line)["claim_index"] for line in (out / name).read_bytes().splitlines()]
+        assert sorted(idx) == list(range(N_EXAMPLES)), (name, idx)  # exactly once
+    assert _comparable(out) == _comparable(reference_run)
+
+
+def test_corrupted_and_missing_store_files_are_isolated(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(EXAMPLES / "store", store)
+    (store / "1.json").unlink()  # missing
+    data = (store / "2.json").read_bytes().splitlines(keepends=True)
+    data.insert(1, b'{"url": "https://broken.example", "url2text": ["unterminated\n')
+    data.insert(3, b"\xff\xfe not utf-8 \xc3\x28\n")
+    (store / "2.json").write_bytes(b"".join(data))
+    out = tmp_path / "out"
+    summary = run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=store, out=out, profile=TINY,
+                                      workers=1, quiet=True))
+    assert summary.n_claims == N_EXAMPLES and summary.exit_code == 3
+    by_id = {p.claim_id: p for p in summary.predictions}
+    assert any(f.startswith("store_missing") for f in by_id["1"].flags)
+    assert by_id["1"].evidence == () and by_id["1"].label in LABELS
+    assert any(f.startswith("store_problems") for f in by_id["2"].flags)
+    assert summary.degraded_reasons.get("store_missing") == 1
+
+
+def test_tiny_budget_degrades_later_claims_and_reports(tmp_path: Path) -> None:
+    out = tmp_path / "budget"
+    summary = run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=out,
+                                      profile=TINY, workers=1, quiet=True, budget_s=0.01))
+    levels = [max(p.meta["budget"]["levels"].values()) for p in summary.predictions]
+    assert levels[:2] == [0, 0]  # the pilot runs at full settings
+    assert all(lv > 0 for lv in levels[2:]) and len(levels) == N_EXAMPLES
+    for p, lv in zip(summary.predictions[2:], levels[2:]):
+        assert f"budget_level:{lv}" in p.flags
+        assert p.meta["budget"]["knobs"]["hyde.max_questions"] <= 5
+    b = orjson.loads((out / "timings.json").read_bytes())["budget"]
+    assert b["budget_s_per_claim"] == 0.01 and b["decisions"] and b["achieved_s_per_claim"] > 0
