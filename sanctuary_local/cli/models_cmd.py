@@ -1,0 +1,95 @@
+"""``sanctuary-local models list | fetch PROFILE | verify``: the model manifest on the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sanctuary_local.errors import UserError
+from sanctuary_local.models import ROLE_FIELDS, ROLES, load_manifest, missing_files
+
+console = Console()
+
+MODELS_DIR = typer.Option(Path("models"), "--models-dir", help="Where fetched models live (config: models_dir).")
+
+
+def _status(name: str, models_dir: Path) -> str:
+    """present / missing / incomplete for a hub model; 'packaged' otherwise."""
+    manifest = load_manifest()
+    if name not in manifest.models:
+        return "packaged"
+    model = manifest.models[name]
+    directory = models_dir / model.dir
+    if not directory.exists():
+        return "[red]missing[/]"
+    return "[yellow]incomplete[/]" if missing_files(model, directory) else "[green]present[/]"
+
+
+def list_models(
+    profile: str | None = typer.Option(None, "--profile", "-p", help="Only this profile."),
+    models_dir: Path = MODELS_DIR,
+) -> None:
+    """List profiles, their role → model table, hub repo, revision and local status."""
+    manifest = load_manifest()
+    table = Table(title="sanctuary_local models (manifest: sanctuary_local/data/manifest.toml)")
+    for col in ("profile", "role (config field)", "model", "source", "revision", "quant / dtype", "status"):
+        # model names are what users copy into configs: never truncate them
+        table.add_column(col, no_wrap=col in ("model", "status"), overflow="fold")
+    for pname in [profile] if profile else sorted(manifest.profiles):
+        roles = manifest.profile(pname)
+        for role in ROLES:
+            name = roles[role]
+            hub = manifest.models.get(name)
+            source = hub.repo if hub else f"PyPI: {manifest.packaged[name.removeprefix('packaged:')].package}"
+            revision = (hub.revision[:12] + ("" if hub.pinned else " (unpinned)")) if hub else "-"
+            quant = f"{hub.quantization} / {hub.dtype}" if hub else manifest.packaged[name.removeprefix("packaged:")].quantization
+            table.add_row(pname, f"{role} ({ROLE_FIELDS[role]})", name, source, revision, quant, _status(name, models_dir))
+    console.print(table)
+
+
+def fetch(
+    profile: str = typer.Argument(..., help="Profile whose models to download (e.g. paper)."),
+    models_dir: Path = MODELS_DIR,
+    only: str | None = typer.Option(None, "--only", help="Fetch just this model of the profile."),
+) -> None:
+    """Download a profile's models from the Hugging Face hub (needs internet; resumable)."""
+    from sanctuary_local.model_store import fetch_profile
+
+    paths = fetch_profile(profile, models_dir, only=only, log=console.print)
+    console.print(f"fetched {len(paths)} model(s) into {models_dir}; check offline with "
+                  f"`sanctuary-local models verify --profile {profile}`")
+
+
+def verify(
+    profile: str | None = typer.Option(None, "--profile", "-p", help="Only this profile (default: all)."),
+    models_dir: Path = MODELS_DIR,
+    quick: bool = typer.Option(False, "--quick", help="Compare file sizes only, skip sha256."),
+) -> None:
+    """Check models offline: missing or altered files, unpinned revisions. Exit 2 on problems."""
+    from sanctuary_local.model_store import verify as verify_models
+
+    reports = verify_models(profile, models_dir, quick=quick)
+    table = Table(title=f"models verify ({profile or 'all profiles'}, {'sizes' if quick else 'sha256'})")
+    for col in ("model", "kind", "result", "details"):
+        table.add_column(col, overflow="fold")
+    for rep in reports:
+        details = "\n".join(rep.problems + [f"warning: {w}" for w in rep.warnings]) or rep.path
+        table.add_row(rep.name, rep.kind, "[green]ok[/]" if rep.ok else "[red]FAIL[/]", details)
+    console.print(table)
+    bad = [r.name for r in reports if not r.ok]
+    if bad:  # a UserError: one clear line and exit code 2 (see cli/__init__.py)
+        raise UserError(f"{len(bad)} model(s) failed verification in '{models_dir}': {', '.join(bad)}")
+    console.print(f"all {len(reports)} model(s) ok")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``models`` command group to the root app."""
+    group = typer.Typer(help="Model manifest: list, fetch (connected machine), verify (offline).",
+                        no_args_is_help=True)
+    group.command("list")(list_models)
+    group.command("fetch")(fetch)
+    group.command("verify")(verify)
+    app.add_typer(group, name="models")
