@@ -1,0 +1,119 @@
+"""``sanctuary-local convert IN --to OUT``: between predictions JSON, gold claims JSON and
+the FEVER-8 leaderboard CSV.
+
+- predictions JSON → leaderboard CSV (``split=pred``; what the shared task's converter does)
+- gold claims JSON → solution CSV (``split=gold``)
+- leaderboard CSV → predictions JSON (to score others' submissions)
+
+Formats are guessed from the input's content and the output's suffix; ``--from`` and
+``--to-format`` override. Output is written atomically: a failure leaves no file.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from sanctuary_local.errors import UserError
+from sanctuary_local.io.claims import load_json_file, read_claims
+from sanctuary_local.io.leaderboard import read_leaderboard_csv, write_leaderboard_csv
+from sanctuary_local.io.predictions import (
+    gold_to_solution,
+    leaderboard_to_predictions,
+    predictions_to_leaderboard,
+    read_predictions_json,
+    write_predictions_json,
+)
+
+
+class Fmt(str, Enum):
+    """File formats ``convert`` knows."""
+
+    predictions = "predictions"  # official predictions JSON (ours has extra fields)
+    claims = "claims"  # official gold claims JSON (train/dev)
+    leaderboard = "leaderboard"  # id,claim,evi,label,split CSV (submission or solution)
+
+
+def sniff_input(path: Path) -> Fmt:
+    """Guess an input file's format: ``.csv`` → leaderboard; JSON → by its first entry."""
+    if path.suffix.lower() == ".csv":
+        return Fmt.leaderboard
+    data = load_json_file(path, "input file")
+    return _json_kind(data, path)
+
+
+def _json_kind(data: Any, path: Path) -> Fmt:
+    if not isinstance(data, list):
+        raise UserError(f"{path}: expected a JSON array (predictions or claims), got {type(data).__name__}")
+    if not data:
+        raise UserError(f"{path}: the JSON array is empty; nothing to convert")
+    first = data[0]
+    if isinstance(first, dict) and "pred_label" in first:
+        return Fmt.predictions
+    if isinstance(first, dict) and "claim" in first:
+        return Fmt.claims
+    raise UserError(f"{path}: entry 0 has neither 'pred_label' (predictions) nor 'claim' (claims); use --from")
+
+
+def output_format(path: Path) -> Fmt:
+    """Guess the output format from the suffix: ``.csv`` → leaderboard, ``.json`` → predictions."""
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return Fmt.leaderboard
+    if suffix == ".json":
+        return Fmt.predictions
+    raise UserError(f"{path}: cannot tell the output format from suffix {suffix!r}; use --to-format")
+
+
+def convert(src: Path, dst: Path, src_fmt: Fmt | None = None, dst_fmt: Fmt | None = None) -> tuple[Fmt, Fmt, int]:
+    """Convert ``src`` to ``dst``; returns (input format, output format, number of rows)."""
+    if src.resolve() == dst.resolve():
+        raise UserError(f"{dst}: output would overwrite the input")
+    src_fmt = src_fmt or sniff_input(src)
+    dst_fmt = dst_fmt or output_format(dst)
+    if src_fmt is Fmt.predictions and dst_fmt is Fmt.leaderboard:
+        rows = predictions_to_leaderboard(read_predictions_json(src))
+        write_leaderboard_csv(rows, dst)
+        return src_fmt, dst_fmt, len(rows)
+    if src_fmt is Fmt.claims and dst_fmt is Fmt.leaderboard:
+        try:
+            rows = gold_to_solution(read_claims(src))
+        except UserError as exc:
+            raise _named(src, exc) from None
+        write_leaderboard_csv(rows, dst)
+        return src_fmt, dst_fmt, len(rows)
+    if src_fmt is Fmt.leaderboard and dst_fmt is Fmt.predictions:
+        try:
+            preds = leaderboard_to_predictions(read_leaderboard_csv(src))
+        except UserError as exc:
+            raise _named(src, exc) from None
+        write_predictions_json(preds, dst)
+        return src_fmt, dst_fmt, len(preds)
+    raise UserError(
+        f"cannot convert {src_fmt.value} → {dst_fmt.value}; supported: predictions → leaderboard, "
+        "claims → leaderboard (solution), leaderboard → predictions"
+    )
+
+
+def _named(path: Path, exc: UserError) -> UserError:
+    """Prefix the file name to an error that does not name it yet."""
+    return exc if str(exc).startswith(str(path)) else UserError(f"{path}: {exc}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``convert`` command to the CLI."""
+
+    @app.command("convert")
+    def convert_cmd(
+        src: Path = typer.Argument(..., help="Input: predictions JSON, gold claims JSON or leaderboard CSV."),
+        to: Path = typer.Option(..., "--to", help="Output file (.csv → leaderboard, .json → predictions)."),
+        from_fmt: Fmt | None = typer.Option(None, "--from", help="Input format, when the guess is wrong."),
+        to_fmt: Fmt | None = typer.Option(None, "--to-format", help="Output format, when the suffix does not say."),
+    ) -> None:
+        """Convert between predictions JSON, gold claims JSON and the leaderboard CSV."""
+        a, b, n = convert(src, to, from_fmt, to_fmt)
+        Console(stderr=True).print(f"{src} ({a.value}) → {to} ({b.value}): {n} rows", highlight=False)

@@ -1,0 +1,164 @@
+"""AVeriTeC claims files (official JSON format) → ``Claim`` records and back.
+
+The official files are one JSON array of objects. Train/dev entries carry the gold
+``label``, ``justification`` and ``questions`` (each with ``answers``); test entries
+carry only the claim and its metadata. The position of an entry in the array is the
+claim index, which names the knowledge-store file ``{index}.json`` (paper §3: input
+(c, m, e)).
+
+Every user mistake (missing file, non-UTF-8 bytes, empty file, invalid JSON, wrong
+top-level type, a missing ``claim`` field, an unknown label) is a ``UserError`` that
+names the file and, where it applies, the claim index.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from sanctuary_local.errors import UserError
+from sanctuary_local.records import LABELS, Claim, GoldAnswer, GoldQuestion
+
+__all__ = ["read_claims", "claim_to_official", "parse_claim", "load_json_file"]
+
+
+def load_json_file(path: str | Path, what: str = "JSON file") -> Any:
+    """Read and parse a whole JSON file, turning every failure into a UserError.
+
+    Non-UTF-8 bytes are an error (not replaced): a claims or predictions file is small
+    and hand-made data, so silently mangling it would hide the mistake."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{path}: {what} not found") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, expected a {what}") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read {what}: {exc.strerror}") from None
+    if not raw.strip():
+        raise UserError(f"{path}: {what} is empty")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise UserError(f"{path}:{line}: not UTF-8 (byte offset {exc.start}: {exc.reason})") from None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise UserError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+
+
+def read_claims(path: str | Path) -> list[Claim]:
+    """Read an official AVeriTeC claims file (train/dev with gold labels and questions,
+    or test without); ``Claim.index`` is the entry's position in the file."""
+    path = Path(path)
+    data = load_json_file(path, "claims file")
+    if not isinstance(data, list):
+        raise UserError(f"{path}: expected a JSON array of claims at the top level, got {type(data).__name__}")
+    return [parse_claim(entry, index, str(path)) for index, entry in enumerate(data)]
+
+
+def _opt_str(entry: dict[str, Any], key: str, where: str) -> str | None:
+    value = entry.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return str(value)
+    raise UserError(f"{where}: field '{key}' must be a string or null, got {type(value).__name__}")
+
+
+def parse_claim(entry: Any, index: int, source: str = "<claims>") -> Claim:
+    """One official claim object → ``Claim``; ``source`` names the file in errors."""
+    where = f"{source}: claim {index}"
+    if not isinstance(entry, dict):
+        raise UserError(f"{where}: expected a JSON object, got {type(entry).__name__}")
+    text = entry.get("claim")
+    if not isinstance(text, str) or not text.strip():
+        raise UserError(f"{where}: missing or empty required field 'claim'")
+    label = _opt_str(entry, "label", where)
+    if label is not None and label not in LABELS:
+        raise UserError(f"{where}: unknown label {label!r}; valid labels: {', '.join(LABELS)}")
+    types = entry.get("claim_types") or ()
+    if not isinstance(types, (list, tuple)) or not all(isinstance(t, str) for t in types):
+        raise UserError(f"{where}: field 'claim_types' must be a list of strings")
+    claim_id = entry.get("claim_id")
+    return Claim(
+        index=index,
+        text=text,
+        date=_opt_str(entry, "claim_date", where),
+        speaker=_opt_str(entry, "speaker", where),
+        reporting_source=_opt_str(entry, "reporting_source", where),
+        location=_opt_str(entry, "location_ISO_code", where),
+        original_url=_opt_str(entry, "original_claim_url", where),
+        claim_types=tuple(types),
+        gold_label=label,
+        gold_justification=_opt_str(entry, "justification", where),
+        gold_questions=_parse_questions(entry.get("questions"), where),
+        claim_id="" if claim_id is None else str(claim_id),
+    )
+
+
+def _parse_questions(raw: Any, where: str) -> tuple[GoldQuestion, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise UserError(f"{where}: field 'questions' must be a list, got {type(raw).__name__}")
+    questions: list[GoldQuestion] = []
+    for qi, q in enumerate(raw):
+        qwhere = f"{where}, question {qi}"
+        if not isinstance(q, dict) or not isinstance(q.get("question"), str):
+            raise UserError(f"{qwhere}: expected an object with a string 'question'")
+        answers = q.get("answers") or []
+        if not isinstance(answers, list):
+            raise UserError(f"{qwhere}: field 'answers' must be a list")
+        questions.append(GoldQuestion(q["question"], tuple(_parse_answer(a, f"{qwhere}, answer {ai}") for ai, a in enumerate(answers))))
+    return tuple(questions)
+
+
+def _parse_answer(a: Any, where: str) -> GoldAnswer:
+    if not isinstance(a, dict) or not isinstance(a.get("answer"), str):
+        raise UserError(f"{where}: expected an object with a string 'answer'")
+    return GoldAnswer(
+        answer=a["answer"],
+        answer_type=a.get("answer_type") or "",
+        source_url=a.get("source_url") or "",
+        boolean_explanation=a.get("boolean_explanation") or "",
+    )
+
+
+def claim_to_official(claim: Claim) -> dict[str, Any]:
+    """``Claim`` → the official claim object (keys in the official order).
+
+    Fields the records do not keep (``fact_checking_article``, ``source_medium`` …) are
+    not restored; every field ``read_claims`` reads round-trips exactly. Test-format
+    claims (no gold label) get no ``label``/``justification``/``questions`` keys."""
+    out: dict[str, Any] = {"claim": claim.text}
+    if claim.claim_id != str(claim.index):
+        out["claim_id"] = claim.claim_id
+    if claim.gold_label is not None:
+        out["label"] = claim.gold_label
+    if claim.gold_justification is not None:
+        out["justification"] = claim.gold_justification
+    out |= {
+        "claim_date": claim.date,
+        "speaker": claim.speaker,
+        "original_claim_url": claim.original_url,
+        "reporting_source": claim.reporting_source,
+        "location_ISO_code": claim.location,
+        "claim_types": list(claim.claim_types),
+    }
+    if claim.gold_questions or claim.gold_label is not None:
+        out["questions"] = [
+            {"question": q.question, "answers": [_answer_to_official(a) for a in q.answers]} for q in claim.gold_questions
+        ]
+    return out
+
+
+def _answer_to_official(a: GoldAnswer) -> dict[str, str]:
+    d = {"answer": a.answer, "answer_type": a.answer_type, "source_url": a.source_url}
+    if a.boolean_explanation:
+        d["boolean_explanation"] = a.boolean_explanation
+    return d
