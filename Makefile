@@ -12,6 +12,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install -e ".[cpu,dev]"
+	bash scripts/install_nltk_data.sh $(BIN)/python
 	touch $@
 
 install: $(STAMP)

@@ -48,6 +48,23 @@ class _CachedWordNet:
         self._reader = reader
         self.synsets = functools.lru_cache(maxsize=500_000)(reader.synsets)
 
+    def reopen_files(self) -> None:
+        """Drop the inherited data-file handles so this (forked) process opens its own.
+
+        nltk's reader seeks and reads shared file objects; two processes using the same
+        descriptor interleave their seeks and get corrupt lines (the official scorer's
+        "not thread safe" note). nltk reopens lazily whatever is missing here."""
+        if hasattr(self._reader, "_data_file_map"):
+            self._reader._data_file_map = {}
+            self._reader._key_count_file = None
+            self._reader._key_synset_file = None
+        else:  # a future nltk: rebuild the reader in this process instead
+            from sanctuary_local.evaluation.nltk_data import load_wordnet
+
+            load_wordnet.cache_clear()
+            self._reader = load_wordnet()
+            self.synsets = functools.lru_cache(maxsize=500_000)(self._reader.synsets)
+
 
 @functools.lru_cache(maxsize=1)
 def _resources() -> tuple[_CachedStemmer, _CachedWordNet]:
@@ -115,6 +132,10 @@ def claim_utilities(pred_pairs: Sequence[tuple[str, str]], gold_pairs: Sequence[
     return q_only, qa
 
 
+def _worker_init() -> None:
+    _resources()[1].reopen_files()
+
+
 def _claim_utilities_star(args: tuple[Sequence[tuple[str, str]], Sequence[tuple[str, str]]]) -> tuple[float, float]:
     return claim_utilities(*args)
 
@@ -141,7 +162,7 @@ def batch_utilities(
     ctx = multiprocessing.get_context("fork")
     # Contiguous chunks: neighbouring claims share little, but chunks keep IPC small.
     chunk = max(1, len(jobs) // (n * 4))
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_worker_init) as pool:
         return list(pool.map(_claim_utilities_star, jobs, chunksize=chunk))
 
 
