@@ -1,0 +1,167 @@
+"""OpenAI-compatible HTTP backend: ``vllm serve``, llama.cpp's server, SGLang, ...
+
+Stdlib only (``urllib`` + a thread pool): ``LLMConfig.concurrency`` requests are in
+flight at once; each has a timeout and is retried with exponential backoff on
+connection errors, 429 and 5xx. Structured output is sent as the OpenAI
+``response_format = {"type": "json_schema", ...}`` (vLLM, llama.cpp server, SGLang); a
+server that rejects it with 400/422 (llama-cpp-python's server only knows
+``{"type": "json_object", "schema": ...}``) is retried once in that dialect, which is
+then remembered. ``top_k``/``min_p`` are sent as the extra body fields these servers read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from sanctuary_local.config import LLMConfig
+from sanctuary_local.errors import UserError
+from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
+
+log = logging.getLogger(__name__)
+_RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+class HTTPFailure(Exception):
+    """A non-2xx answer; ``status`` 0 means no answer (connection error, timeout)."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"HTTP {status}: {body[:300]}" if status else body[:300])
+        self.status = status
+
+
+class OpenAIHTTPBackend:
+    """``LLMBackend`` for any server exposing ``POST {base_url}/chat/completions``."""
+
+    name = "openai_http"
+
+    def __init__(self, cfg: LLMConfig, models_dir: str | Path = "models") -> None:
+        if not cfg.base_url:
+            raise UserError("llm.base_url must be set for the openai_http backend (e.g. 'http://127.0.0.1:8000/v1')")
+        if cfg.concurrency < 1 or cfg.timeout_s <= 0 or cfg.retries < 0:
+            raise UserError("openai_http: llm.concurrency must be >= 1, llm.timeout_s > 0 and llm.retries >= 0")
+        self.cfg = cfg
+        self.base_url = cfg.base_url.rstrip("/")
+        self.model_id = cfg.served_model or cfg.model
+        self._schema_dialect = "json_schema"  # switched to "json_object" if the server needs it
+        self._lock = threading.Lock()
+        self._count_route: str | None = None  # "vllm" | "llama_cpp_python" | "estimate"
+
+    # ------------------------------------------------------------------ transport
+    def _post(self, url: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json"}
+        if self.cfg.api_key:
+            headers["Authorization"] = f"Bearer {self.cfg.api_key}"
+        req = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return json.loads(resp.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            raise HTTPFailure(exc.code, exc.read().decode("utf-8", errors="replace")) from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
+            raise HTTPFailure(0, f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}") from None
+
+    def _post_retrying(self, url: str, payload: dict[str, Any]) -> dict[str, Any]:
+        for attempt in range(self.cfg.retries + 1):
+            try:
+                return self._post(url, payload, self.cfg.timeout_s)
+            except HTTPFailure as exc:
+                if attempt == self.cfg.retries or (exc.status and exc.status not in _RETRY_STATUS):
+                    raise
+                # Exponential backoff with jitter so parallel workers do not retry in lockstep.
+                delay = min(30.0, 0.5 * 2**attempt) * (0.5 + random.random() / 2)
+                log.info("openai_http retry %d after %s (sleep %.1fs)", attempt + 1, exc, delay)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------------- payloads
+    def _response_format(self, schema: dict[str, Any]) -> dict[str, Any]:
+        if self._schema_dialect == "json_object":
+            return {"type": "json_object", "schema": schema}
+        return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": True}}
+
+    def _payload(self, req: ChatRequest) -> dict[str, Any]:
+        s = req.sampling
+        payload: dict[str, Any] = {
+            "model": self.model_id,
+            "messages": [{"role": m.role, "content": m.content} for m in req.messages],
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "max_tokens": s.max_tokens,
+            "seed": s.seed,
+            "n": 1,
+            "stream": False,
+        }
+        if s.top_k > 0:
+            payload["top_k"] = s.top_k
+        if s.min_p > 0:
+            payload["min_p"] = s.min_p
+        if req.json_schema is not None:
+            payload["response_format"] = self._response_format(req.json_schema)
+        return payload
+
+    def _one(self, req: ChatRequest) -> ChatResult:
+        t0 = time.perf_counter()
+        url = f"{self.base_url}/chat/completions"
+        try:
+            try:
+                data = self._post_retrying(url, self._payload(req))
+            except HTTPFailure as exc:
+                if req.json_schema is None or exc.status not in (400, 422) or self._schema_dialect != "json_schema":
+                    raise
+                with self._lock:
+                    self._schema_dialect = "json_object"
+                log.info("openai_http: server rejected response_format json_schema; using json_object+schema")
+                data = self._post_retrying(url, self._payload(req))
+            choice, usage = data["choices"][0], data.get("usage") or {}
+            return ChatResult(
+                text=(choice.get("message") or {}).get("content") or "",
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                finish_reason=choice.get("finish_reason") or "",
+                seconds=time.perf_counter() - t0,
+                extra={"schema_dialect": self._schema_dialect if req.json_schema is not None else None},
+            )
+        except (HTTPFailure, KeyError, IndexError, TypeError, ValueError) as exc:
+            return ChatResult("", finish_reason="error", seconds=time.perf_counter() - t0, error=str(exc) or type(exc).__name__)
+
+    def generate(self, requests: list[ChatRequest]) -> list[ChatResult]:
+        """Send all requests, ``concurrency`` at a time; results in input order; never raises."""
+        if not requests:
+            return []
+        with ThreadPoolExecutor(max_workers=min(self.cfg.concurrency, len(requests))) as pool:
+            return list(pool.map(self._one, requests))
+
+    # --------------------------------------------------------------- token counts
+    def count_tokens(self, messages: tuple[ChatMessage, ...]) -> int:
+        """Server-side count where the server offers one (vLLM ``/tokenize`` with the chat
+        template; llama-cpp-python ``/extras/tokenize/count`` on the concatenated text plus
+        a per-turn allowance), else a conservative estimate of 1 token per 3 characters."""
+        msgs = [{"role": m.role, "content": m.content} for m in messages]
+        root = self.base_url.removesuffix("/v1")
+        routes = [self._count_route] if self._count_route else ["vllm", "llama_cpp_python", "estimate"]
+        for route in routes:
+            try:
+                if route == "vllm":
+                    n = int(self._post(f"{root}/tokenize", {"model": self.model_id, "messages": msgs}, 30)["count"])
+                elif route == "llama_cpp_python":
+                    text = "\n".join(m.content for m in messages)
+                    n = int(self._post(f"{root}/extras/tokenize/count", {"input": text}, 30)["count"]) + 8 * len(messages)
+                else:
+                    n = sum(len(m.content) for m in messages) // 3 + 8 * len(messages)
+            except (HTTPFailure, KeyError, TypeError, ValueError):
+                continue
+            self._count_route = route
+            return n
+        return sum(len(m.content) for m in messages) // 3 + 8 * len(messages)
+
+    def close(self) -> None:
+        """Nothing to release: the server owns the model."""

@@ -1,0 +1,151 @@
+"""vLLM offline backend (GPU) — the only module in the project that imports vllm.
+
+Pinned to vllm==0.33.0 (pyproject ``gpu`` extra). Notes on that version's API:
+- structured output is ``SamplingParams(structured_outputs=StructuredOutputsParams(json=schema))``
+  (the ``guided_decoding``/``GuidedDecodingParams`` names were removed in v0.12);
+- ``LLM.chat`` takes a list of conversations and a list of ``SamplingParams`` and returns
+  outputs in input order, applying the model's own chat template (or ours, if configured);
+- ``SamplingParams.max_tokens`` defaults to 16, so every field is always set explicitly.
+
+All prompts of a stage go to one ``chat`` call: vLLM's continuous batching schedules them
+(the paper batched only 4 claims at a time, §5.4), and ``enable_prefix_caching`` shares
+the KV cache of the instructions + few-shot prefix that every prompt of a stage starts
+with. ``close`` releases the engine so that stage 1's Qwen2.5-7B and stage 3's Phi-4 GPTQ
+never have to fit on one 24 GB card together.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from sanctuary_local.config import LLMConfig
+from sanctuary_local.errors import require
+from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
+from sanctuary_local.llm.chat_template import load_chat_template
+from sanctuary_local.models import resolve_model, set_offline_env
+
+log = logging.getLogger(__name__)
+
+
+def _conversation(messages: tuple[ChatMessage, ...]) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+class VLLMBackend:
+    """``LLMBackend`` over ``vllm.LLM`` (offline engine)."""
+
+    name = "vllm"
+
+    def __init__(self, cfg: LLMConfig, models_dir: str | Path = "models") -> None:
+        set_offline_env()
+        vllm = require("vllm", "gpu", "the vllm LLM backend")
+        self.cfg = cfg
+        path = resolve_model(cfg.model, models_dir)
+        self.model_id = path.name
+        kwargs: dict[str, Any] = {
+            "model": str(path),
+            "tokenizer": str(path),
+            "dtype": cfg.dtype,
+            "max_model_len": cfg.max_model_len,
+            "gpu_memory_utilization": cfg.gpu_memory_utilization,
+            "enable_prefix_caching": cfg.enable_prefix_caching,
+            "seed": 0,
+        }
+        if cfg.quantization:
+            kwargs["quantization"] = cfg.quantization
+        log.info("vLLM engine: %s", ", ".join(f"{k}={v}" for k, v in kwargs.items()))
+        self._llm = vllm.LLM(**kwargs)
+        self._tokenizer = self._llm.get_tokenizer()
+        self._chat_template = load_chat_template(cfg.chat_template) if cfg.chat_template else None
+
+    def _params(self, req: ChatRequest) -> Any:
+        from vllm import SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
+
+        s = req.sampling
+        return SamplingParams(
+            n=1,
+            temperature=s.temperature,
+            top_p=s.top_p,
+            top_k=s.top_k if s.top_k > 0 else -1,
+            min_p=s.min_p,
+            max_tokens=s.max_tokens,
+            seed=s.seed,
+            structured_outputs=StructuredOutputsParams(json=req.json_schema) if req.json_schema is not None else None,
+        )
+
+    def generate(self, requests: list[ChatRequest]) -> list[ChatResult]:
+        """One ``LLM.chat`` call for all requests. vLLM reports no per-request wall time
+        in a batch: ``seconds`` is the batch time divided evenly (``extra.batch_seconds``
+        holds the total). A failing batch yields error results, never raises."""
+        if not requests:
+            return []
+        t0 = time.perf_counter()
+        try:
+            outs = self._llm.chat(
+                [_conversation(r.messages) for r in requests],
+                sampling_params=[self._params(r) for r in requests],
+                use_tqdm=False,
+                chat_template=self._chat_template,
+                add_generation_prompt=True,
+            )
+        except Exception as exc:  # noqa: BLE001 - report per request, keep the run alive
+            log.error("vLLM batch of %d failed: %s", len(requests), exc)
+            return [ChatResult("", finish_reason="error", error=f"{type(exc).__name__}: {exc}") for _ in requests]
+        total = time.perf_counter() - t0
+        results = []
+        for out in outs:
+            comp = out.outputs[0]
+            results.append(
+                ChatResult(
+                    text=comp.text,
+                    prompt_tokens=len(out.prompt_token_ids or ()),
+                    completion_tokens=len(comp.token_ids),
+                    finish_reason=str(comp.finish_reason or ""),
+                    seconds=total / len(requests),
+                    extra={"batch_seconds": total, "batch_size": len(requests)},
+                )
+            )
+        return results
+
+    def count_tokens(self, messages: tuple[ChatMessage, ...]) -> int:
+        """Prompt tokens after the chat template, with the engine's own tokenizer."""
+        ids = self._tokenizer.apply_chat_template(
+            _conversation(messages), chat_template=self._chat_template, add_generation_prompt=True, tokenize=True
+        )
+        if isinstance(ids, dict):  # transformers 5 may return a BatchEncoding
+            ids = ids["input_ids"]
+        return len(ids)
+
+    def close(self) -> None:
+        """Shut the engine down and free GPU memory before the next stage loads its model."""
+        llm, self._llm = getattr(self, "_llm", None), None
+        if llm is None:
+            return
+        engine = getattr(llm, "llm_engine", None)
+        core = getattr(engine, "engine_core", None)
+        try:
+            if core is not None and hasattr(core, "shutdown"):
+                core.shutdown()  # V1: stops the EngineCore process that holds the weights
+        except Exception as exc:  # noqa: BLE001 - best effort, memory is freed below anyway
+            log.warning("vLLM engine shutdown: %s", exc)
+        del llm, engine, core
+        try:
+            from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+
+            destroy_model_parallel()
+            destroy_distributed_environment()
+        except Exception:  # noqa: BLE001 - not initialised in single-GPU runs of some versions
+            pass
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:
+            pass

@@ -1,0 +1,177 @@
+"""Stage 3 (paper §4.4, Appendix B): chain-of-thought verdict over the retrieved evidence.
+
+The prompt (instructions, four worked examples, claim + metadata, every query with its
+snippets and URLs) is fitted to the model's context: when it is too long the
+lowest-scored snippets are dropped first — never the instructions, the claim or a
+question — and what was dropped is recorded. The label is parsed tolerantly
+(``parsing.parse_verdict_output``); the justification J is the reasoning text.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from sanctuary_local.config import VerdictConfig
+from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, LLMBackend
+from sanctuary_local.prompts import load_prompt, prompt_hash, render
+from sanctuary_local.records import Claim, ClaimEvidence, EvidenceItem, HydeResult, Prediction
+from sanctuary_local.stages.hyde import claim_fields, hyde_prompt_hash
+from sanctuary_local.stages.parsing import parse_verdict_output
+
+log = logging.getLogger(__name__)
+Key = tuple[int, int]  # (query position, snippet rank)
+
+
+def verdict_prompt_hash(prompt: str = "verdict.txt") -> str:
+    """Hash of the stage-3 template (recorded in predictions)."""
+    return prompt_hash(prompt)
+
+
+def evidence_items(ev: ClaimEvidence) -> tuple[EvidenceItem, ...]:
+    """The official evidence list E: round-robin by rank — every query's best snippet
+    first (in query order), then every query's second, ... — so that a scorer reading
+    only the first items still sees every question. Answers are verbatim snippets."""
+    items = []
+    depth = max((len(q.snippets) for q in ev.queries), default=0)
+    for rank in range(depth):
+        for qe in ev.queries:
+            if rank < len(qe.snippets):
+                sn = qe.snippets[rank]
+                c = sn.chunk
+                items.append(EvidenceItem(qe.query.question, c.text, c.url, c.text, c.doc_position, c.start, c.end, sn.score))
+    return tuple(items)
+
+
+def format_evidence(ev: ClaimEvidence, dropped: frozenset[Key] = frozenset()) -> str:
+    """The ``{Queries and Evidence}`` block: each question, then its snippets with URLs."""
+    lines = []
+    for qi, qe in enumerate(ev.queries):
+        lines.append(f"Question {qi + 1}: {qe.query.question}")
+        kept = [(si, sn) for si, sn in enumerate(qe.snippets) if (qi, si) not in dropped]
+        for n, (_, sn) in enumerate(kept, start=1):
+            # Whitespace is collapsed for the prompt only; the evidence items stay verbatim.
+            lines.append(f"  Evidence {qi + 1}.{n} (URL: {sn.chunk.url}): {' '.join(sn.chunk.text.split())}")
+        if not kept:
+            lines.append("  (no evidence retrieved)")
+    return "\n".join(lines) if lines else "(no questions and no evidence)"
+
+
+def _messages(claim: Claim, ev: ClaimEvidence, cfg: VerdictConfig, dropped: frozenset[Key]) -> tuple[ChatMessage, ...]:
+    text = render(load_prompt(cfg.prompt), **claim_fields(claim), evidence=format_evidence(ev, dropped))
+    return (ChatMessage("user", text),)
+
+
+def _drop_order(ev: ClaimEvidence) -> list[Key]:
+    """Snippets from lowest to highest score (ties: the deeper rank goes first)."""
+    keys = [((qi, si), sn.score) for qi, qe in enumerate(ev.queries) for si, sn in enumerate(qe.snippets)]
+    return [k for k, _ in sorted(keys, key=lambda kv: (kv[1], -kv[0][1]))]
+
+
+def build_verdict_request(
+    claim: Claim, hyde: HydeResult, ev: ClaimEvidence, cfg: VerdictConfig, backend: LLMBackend
+) -> tuple[ChatRequest, list[str]]:
+    """The stage-3 request fitted to ``llm.max_model_len - sampling.max_tokens`` tokens
+    (counted with ``backend.count_tokens``), and notes on what was trimmed.
+
+    Drops the k lowest-scored snippets for the smallest k that fits (binary search:
+    prompt length is monotone in k). ``hyde`` is accepted for prompt variants that show
+    the provisional label; the paper's Appendix B prompt does not."""
+    budget = cfg.llm.max_model_len - cfg.sampling.max_tokens
+    order = _drop_order(ev)
+    notes: list[str] = []
+    msgs = _messages(claim, ev, cfg, frozenset())
+    if backend.count_tokens(msgs) > budget and order:
+        lo, hi = 1, len(order)  # invariant: dropping hi snippets is the best we can do
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if backend.count_tokens(_messages(claim, ev, cfg, frozenset(order[:mid]))) <= budget:
+                hi = mid
+            else:
+                lo = mid + 1
+        dropped = frozenset(order[:hi])
+        msgs = _messages(claim, ev, cfg, dropped)
+        worst = max(ev.queries[qi].snippets[si].score for qi, si in dropped)
+        notes.append(f"dropped {hi} of {len(order)} snippets (scores <= {worst:.4f}) to fit {budget} prompt tokens")
+        notes.extend(
+            f"dropped q{qi + 1}#{si + 1} {ev.queries[qi].snippets[si].chunk.chunk_id} score={ev.queries[qi].snippets[si].score:.4f}"
+            for qi, si in order[:hi]
+        )
+    n = backend.count_tokens(msgs)
+    if n > budget:
+        notes.append(f"prompt is {n} tokens, over the {budget}-token budget even without evidence")
+    req = ChatRequest(messages=msgs, sampling=cfg.sampling, json_schema=None, tag=f"verdict:{claim.index}")
+    return req, notes
+
+
+def parse_verdict(text: str, fallback_label: str | None) -> tuple[str, str, tuple[str, ...]]:
+    """``(label, justification, flags)``; see ``parsing.parse_verdict_output``."""
+    return parse_verdict_output(text, fallback_label)
+
+
+def _prediction(
+    claim: Claim, hyde: HydeResult, ev: ClaimEvidence, res: ChatResult, notes: list[str], backend: LLMBackend
+) -> Prediction:
+    if res.ok:
+        label, justification, vflags = parse_verdict(res.text, hyde.provisional_label)
+    else:
+        label, justification, _ = parse_verdict("", hyde.provisional_label)
+        vflags = ("verdict_label_fallback", f"verdict_llm_error: {res.error}")
+    if notes:
+        vflags = (*vflags, "verdict_trimmed")
+    if res.finish_reason == "length":
+        vflags = (*vflags, "verdict_truncated")
+    meta = {
+        "hyde_prompt_hash": hyde_prompt_hash(),
+        "verdict_prompt_hash": verdict_prompt_hash(),
+        "backend": backend.name,
+        "model": backend.model_id,
+        "prompt_tokens": res.prompt_tokens,
+        "completion_tokens": res.completion_tokens,
+        "seconds": res.seconds,
+        "finish_reason": res.finish_reason,
+        "hyde_generation": hyde.generation.to_dict(),
+        "trimmed": notes,
+        "raw_text": res.text,
+    }
+    return Prediction(
+        claim_index=claim.index,
+        claim_id=claim.claim_id,
+        claim=claim.text,
+        label=label,
+        evidence=evidence_items(ev),
+        justification=justification,
+        provisional_label=hyde.provisional_label,
+        flags=tuple(dict.fromkeys((*hyde.flags, *ev.flags, *vflags))),
+        timings={"verdict_s": res.seconds},
+        meta=meta,
+    )
+
+
+def run_verdict(
+    claims: Sequence[Claim],
+    hyde: Sequence[HydeResult],
+    evidence: Sequence[ClaimEvidence],
+    backend: LLMBackend,
+    cfg: VerdictConfig,
+) -> list[Prediction]:
+    """Stage 3 for a wave of claims: one ``generate`` call; predictions in claim order."""
+    if not (len(claims) == len(hyde) == len(evidence)):
+        raise ValueError(f"run_verdict: {len(claims)} claims, {len(hyde)} hyde results, {len(evidence)} evidence records")
+    for c, h, e in zip(claims, hyde, evidence, strict=True):
+        if not (c.index == h.claim_index == e.claim_index):
+            raise ValueError(f"run_verdict: records out of order at claim {c.index} (hyde {h.claim_index}, evidence {e.claim_index})")
+    requests: list[ChatRequest | None] = []
+    notes: list[list[str]] = []
+    for c, h, e in zip(claims, hyde, evidence, strict=True):
+        try:
+            req, n = build_verdict_request(c, h, e, cfg, backend)
+        except Exception as exc:  # noqa: BLE001 - e.g. a token-count call failed: skip this claim only
+            log.error("claim %s: cannot build the verdict prompt: %s", c.index, exc)
+            req, n = None, [f"prompt build failed: {type(exc).__name__}: {exc}"]
+        requests.append(req)
+        notes.append(n)
+    ready = [r for r in requests if r is not None]
+    outs = iter(backend.generate(ready)) if ready else iter(())
+    results = [next(outs) if r is not None else ChatResult("", finish_reason="error", error=n[0]) for r, n in zip(requests, notes)]
+    return [_prediction(c, h, e, r, n, backend) for c, h, e, r, n in zip(claims, hyde, evidence, results, notes, strict=True)]
