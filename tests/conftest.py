@@ -1,0 +1,56 @@
+"""Shared pytest fixtures: the shared data folder, the example data, a surrogate store.
+
+``../shared`` is optional (CI has it, a fresh clone may not): fixtures that need it
+skip the test with a reason when it is absent.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def repo_dir() -> Path:
+    """The repository root."""
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """``../shared`` (the project's shared data); skips the test when it is absent."""
+    if not (SHARED / "data").is_dir():
+        pytest.skip(f"shared data folder {SHARED} is absent")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def examples_dir() -> Path:
+    """``examples/``: 4 claims (``claims.json``) and their store (``store/{0..3}.json``)."""
+    return REPO / "examples"
+
+
+@pytest.fixture(scope="session")
+def dev_claims_path(shared_dir: Path) -> Path:
+    """The real AVeriTeC dev claims 0–249 (official format)."""
+    return shared_dir / "data" / "averitec" / "dev_part_a.json"
+
+
+@pytest.fixture(scope="session")
+def surrogate_store(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A surrogate knowledge store for dev claims 0–19, built once per session with
+    ``../shared/tools/make_surrogate_store.py`` (deterministic, about a second)."""
+    out = tmp_path_factory.mktemp("surrogate_store")
+    tool = shared_dir / "tools" / "make_surrogate_store.py"
+    claims = shared_dir / "data" / "averitec" / "dev_part_a.json"
+    subprocess.run(
+        [sys.executable, str(tool), "--claims", str(claims), "--out", str(out), "--indices", "0:20"],
+        check=True, capture_output=True, timeout=300,
+    )
+    return out
