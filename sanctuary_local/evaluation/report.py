@@ -1,0 +1,108 @@
+"""Outputs of ``eval``: ``metrics.json``, ``per_claim.csv``, ``confusion.png`` and the console table."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+import orjson
+from rich.table import Table
+
+from sanctuary_local.evaluation.evaluate import HEADLINE_THRESHOLD, EvalReport
+from sanctuary_local.io.leaderboard import atomic_write_bytes
+
+PER_CLAIM_FIELDS = (
+    "claim_id", "gold_label", "pred_label", "correct", "n_pred_evidence", "n_gold_evidence",
+    "meteor_q_only", "meteor_qa", "averitec_hit_0.25", "claim_types",
+    "ev2r_q_recall", "ev2r_qa_recall", "ev2r_hit_0.5",
+)  # fmt: skip
+
+
+def per_claim_csv(report: EvalReport) -> str:
+    """One row per gold claim, in gold order."""
+    out = io.StringIO(newline="")
+    writer = csv.writer(out)
+    writer.writerow(PER_CLAIM_FIELDS)
+    for c in report.claims:
+        hit = 1 if (c.correct and c.qa > HEADLINE_THRESHOLD) else 0
+        ev = c.ev2r
+        writer.writerow((
+            c.claim_id, c.gold_label, c.pred_label or "(missing)", int(c.correct), c.n_pred_evidence,
+            c.n_gold_evidence, f"{c.q_only:.6f}", f"{c.qa:.6f}", hit, "|".join(c.claim_types),
+            *((f"{ev['q_recall']:.6f}", f"{ev['qa_recall']:.6f}", int(ev["hit"])) if ev else ("", "", "")),
+        ))  # fmt: skip
+    return out.getvalue()
+
+
+def confusion_png(report: EvalReport, path: Path, title: str = "") -> Path:
+    """A labelled confusion-matrix heat map (rows gold, columns predicted)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # headless: no display on a batch machine
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    labels = report.labels.labels
+    matrix = np.array(report.labels.confusion)
+    short = [lbl.split("/")[0].replace("Not Enough Evidence", "NEE") for lbl in labels]
+    fig, ax = plt.subplots(figsize=(6.4, 5.2), dpi=110)
+    ax.imshow(matrix, cmap="Blues")
+    ax.set_xticks(range(len(labels)), short, rotation=20, ha="right")
+    ax.set_yticks(range(len(labels)), short)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("gold")
+    top = matrix.max() if matrix.size else 0
+    for i in range(len(labels)):
+        for j in range(len(labels)):
+            ax.text(j, i, str(matrix[i, j]), ha="center", va="center", color="white" if matrix[i, j] > top / 2 else "black")
+    missing = len(report.missing)
+    ax.set_title(title or f"accuracy {report.labels.accuracy:.3f}, macro-F1 {report.labels.macro_f1:.3f}" + (f" ({missing} missing)" if missing else ""))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def write_outputs(report: EvalReport, out_dir: Path, inputs: dict[str, Any]) -> dict[str, Path]:
+    """Write the three output files into ``out_dir``; returns their paths by name."""
+    metrics = {"inputs": inputs, **report.to_dict()}
+    paths = {
+        "metrics": atomic_write_bytes(out_dir / "metrics.json", orjson.dumps(metrics, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)),
+        "per_claim": atomic_write_bytes(out_dir / "per_claim.csv", per_claim_csv(report).encode("utf-8")),
+    }
+    paths["confusion"] = confusion_png(report, out_dir / "confusion.png")
+    return paths
+
+
+def summary_table(report: EvalReport) -> Table:
+    """The console table: label metrics, METEOR scores, and Ev2R with its judge."""
+    table = Table(title=f"sanctuary-local eval ({len(report.claims)} claims)", show_header=True)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows: list[tuple[str, float | str]] = [
+        ("label accuracy", report.labels.accuracy),
+        ("label macro-F1 (4 labels)", report.labels.macro_f1),
+        ("2-class accuracy (Supported vs rest)", report.binary.accuracy),
+        ("2-class macro-F1", report.binary.macro_f1),
+        ("Q only (Hungarian METEOR)", report.q_only),
+        ("Q + A (Hungarian METEOR)", report.qa),
+        ("old AVeriTeC score (METEOR @ 0.25)", report.averitec[HEADLINE_THRESHOLD]),
+    ]
+    rows += [(f"  AVeriTeC score @ {t:g}", v) for t, v in report.averitec.items() if t != HEADLINE_THRESHOLD]
+    for label, s in report.labels.per_class.items():
+        rows.append((f"  {label}: P / R / F1 (n={s.support})", f"{s.precision:.4f} / {s.recall:.4f} / {s.f1:.4f}"))
+    if report.ev2r:
+        judge = report.ev2r["judge"]
+        rows += [
+            (f"Q only (Ev2R recall) [judge {judge}]", report.ev2r["q_recall"]),
+            (f"Q + A (Ev2R recall) [judge {judge}]", report.ev2r["qa_recall"]),
+            (f"new AVeriTeC score (Ev2R @ 0.5) [judge {judge}]", report.ev2r["score"]),
+        ]
+    if report.missing:
+        rows.append(("missing predictions (counted wrong)", str(len(report.missing))))
+    for name, value in rows:
+        table.add_row(name, f"{value:.4f}" if isinstance(value, float) else value)
+    return table
