@@ -114,6 +114,8 @@ def _close_truncated(text: str) -> Any:
             in_str = True
         elif ch in "{[":
             stack.append("}" if ch == "{" else "]")
+            if ch == "[":  # a question whose first answer was cut still counts, answerless
+                cuts.append((i + 1, "".join(reversed(stack))))
         elif ch in "}]":
             if not stack:
                 break
@@ -159,7 +161,7 @@ def _pairs_from(obj: Any) -> list[tuple[str, tuple[str, ...]]]:
 
 
 _LABEL_KEY = re.compile(r"""["']?label["']?\s*[:=]\s*["']?([^"'\n,}]+)""", re.IGNORECASE)
-_QA_JSONISH = re.compile(r'"([^"\n]{3,}?)"\s*:\s*(\[[^\]]*\]?|"[^"\n]*"?)')
+_QUESTION_KEY = re.compile(r'"([^"\n]{3,}?\?)"\s*:')
 _QUESTION_LINE = re.compile(r"^\s*(?:[-*\d.)\s]*)?(?:\*\*)?(?:q(?:uestion)?\s*[-\d]*\s*[:.)]\s*)?(?:\*\*)?(.{5,}\?)\s*(?:\*\*)?\s*$", re.IGNORECASE)
 _ANSWER_LINE = re.compile(r"^\s*(?:[-*\d.)\s]*)?(?:\*\*)?(?:a(?:nswer)?\s*[-\d]*\s*[:.)])?\s*(?:\*\*)?\s*(.+?)\s*$", re.IGNORECASE)
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
@@ -169,12 +171,11 @@ def _line_fallback(text: str) -> list[tuple[str, tuple[str, ...]]]:
     """Pairs from text that is not JSON: ``"Q?": ["A"]`` fragments, else question lines
     (ending in ``?``) each followed by its answer lines."""
     pairs = []
-    for m in _QA_JSONISH.finditer(text):
-        q = m.group(1).strip()
-        if q.lower() in ("label", "evidence") or not q.endswith("?"):
-            continue
-        answers = tuple(a.strip() for a in _QUOTED.findall(m.group(2) + '"') if a.strip())
-        pairs.append((q, answers))
+    keys = list(_QUESTION_KEY.finditer(text))
+    for m, nxt in zip(keys, [*keys[1:], None]):
+        # Answers: the quoted strings between this question key and the next one.
+        span = text[m.end() : nxt.start() if nxt else len(text)]
+        pairs.append((m.group(1).strip(), tuple(a.strip() for a in _QUOTED.findall(span) if a.strip())))
     if pairs:
         return pairs
     current: tuple[str, list[str]] | None = None
@@ -183,7 +184,9 @@ def _line_fallback(text: str) -> list[tuple[str, tuple[str, ...]]]:
         if qm:
             if current:
                 pairs.append((current[0], tuple(current[1])))
-            current = (qm.group(1).strip().strip('"'), [])
+            question = qm.group(1).strip().strip('"')
+            tail = re.split(r'["{\[]', question)[-1].strip()  # drop a JSON prefix on the same line
+            current = (tail if len(tail) >= 5 else question, [])
         elif current and line.strip():
             am = _ANSWER_LINE.match(line)
             if am and am.group(1).strip('"[],{} '):
@@ -199,7 +202,7 @@ def parse_hyde_output(text: str, truncated: bool = False) -> ParsedHyde:
     cleaned = _FENCE.sub("", (text or "").translate(_SMART)).strip()
     start, end = cleaned.find("{"), cleaned.rfind("}")
     obj = _load(cleaned[start : end + 1]) if 0 <= start < end else None
-    if obj is not None and cleaned != (text or "").strip():
+    if obj is not None and (cleaned != (text or "").strip() or start > 0 or end < len(cleaned) - 1):
         flags.append("hyde_repaired")
     if obj is None and 0 <= start < end:
         obj = _load(_TRAILING_COMMA.sub(r"\1", cleaned[start : end + 1]))

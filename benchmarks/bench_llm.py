@@ -1,0 +1,91 @@
+"""CPU benchmark of the llama.cpp backend on stage-1 prompts (issue 4).
+
+Measures tokens/s and prompts/s for a batch of real stage-1 (HyDE) prompts with and
+without the JSON-schema grammar, on the embedded Gemma 3 270M GGUF. Claims come from
+``examples/claims.json`` (repeated to reach ``--claims``). Writes JSON + Markdown to
+``benchmarks/results/llm_cpu.{json,md}``.
+
+    python benchmarks/bench_llm.py --claims 20 --max-tokens 128 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from sanctuary_local.config import load_config
+from sanctuary_local.io.claims import read_claims
+from sanctuary_local.llm import make_backend
+from sanctuary_local.stages.hyde import build_hyde_request, parse_hyde
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_mode(backend, claims, cfg, grammar: bool) -> dict:
+    """One batch of stage-1 requests; returns throughput and parse outcomes."""
+    hcfg = replace(cfg.hyde, llm=replace(cfg.hyde.llm, structured_output=grammar))
+    reqs = [build_hyde_request(c, hcfg) for c in claims]
+    t0 = time.perf_counter()
+    results = backend.generate(reqs)
+    wall = time.perf_counter() - t0
+    out_tok = sum(r.completion_tokens for r in results)
+    in_tok = sum(r.prompt_tokens for r in results)
+    parsed = [parse_hyde(r.text, c, hcfg, r.finish_reason) for r, c in zip(results, claims)]
+    return {
+        "grammar": grammar,
+        "prompts": len(reqs),
+        "wall_s": round(wall, 2),
+        "prompt_tokens": in_tok,
+        "completion_tokens": out_tok,
+        "completion_tokens_per_s": round(out_tok / wall, 2),
+        "prompts_per_s": round(len(reqs) / wall, 4),
+        "errors": sum(not r.ok for r in results),
+        "strict_json_ok": sum(not p.flags or p.flags == ("hyde_truncated",) for p in parsed),
+        "claim_fallbacks": sum("hyde_claim_fallback" in p.flags for p in parsed),
+        "mean_questions": round(sum(len(p.queries) for p in parsed) / len(parsed), 2),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--claims", type=int, default=20)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--modes", default="plain,grammar", help="comma list of plain,grammar")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/llm_cpu"))
+    args = ap.parse_args()
+    cfg = load_config("cpu")
+    cfg.hyde.sampling.max_tokens = args.max_tokens
+    cfg.hyde.llm.n_threads = args.threads
+    base = read_claims(ROOT / "examples/claims.json")
+    claims = [replace(base[i % len(base)], index=i, claim_id=str(i)) for i in range(args.claims)]
+    backend = make_backend(cfg.hyde.llm)
+    rows = []
+    for mode in args.modes.split(","):
+        rows.append(run_mode(backend, claims, cfg, grammar=mode == "grammar"))
+        print(json.dumps(rows[-1]))
+    backend.close()
+    report = {
+        "model": cfg.hyde.llm.model, "backend": "llama_cpp", "threads": args.threads,
+        "max_tokens": args.max_tokens, "cpu": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(), "load_avg_at_end": os.getloadavg(), "rows": rows,
+    }
+    out = Path(args.out)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=1))
+    lines = [f"# llama.cpp stage-1 benchmark ({report['model']}, {args.threads} threads, max_tokens={args.max_tokens})", "",
+             "| grammar | prompts | wall s | tok in | tok out | tok/s out | prompts/s | strict JSON | claim fallbacks |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['grammar']} | {r['prompts']} | {r['wall_s']} | {r['prompt_tokens']} | {r['completion_tokens']} | "
+                     f"{r['completion_tokens_per_s']} | {r['prompts_per_s']} | {r['strict_json_ok']} | {r['claim_fallbacks']} |")
+    lines += ["", f"load average at end: {report['load_avg_at_end']} (2 shared cores: other jobs ran concurrently)"]
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

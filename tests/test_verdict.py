@@ -1,0 +1,109 @@
+"""Stage 3 unit tests: official evidence order, prompt rendering and fitting, label
+fallbacks, flags and metadata (scripted backend = fixed texts; the real model runs in
+test_llm_e2e.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from sanctuary_local.config import VerdictConfig
+from sanctuary_local.records import (
+    Chunk, ClaimEvidence, EvidenceSnippet, HydeResult, Prediction, Query, QueryEvidence,
+)
+from sanctuary_local.stages.verdict import (
+    build_verdict_request, evidence_items, format_evidence, run_verdict, verdict_prompt_hash,
+)
+from test_hyde import CLAIM, ScriptedBackend
+
+DOC = "Line one about cheese.\nThe moon is rock, NASA says.\nApollo brought back 382 kg of lunar rock."
+
+
+def snippet(start: int, end: int, score: float, url: str = "https://nasa.gov/moon") -> EvidenceSnippet:
+    return EvidenceSnippet(Chunk(7, 0, url, start, end, DOC[start:end]), score)
+
+
+def evidence(claim_index: int = 7, flags: tuple[str, ...] = ()) -> ClaimEvidence:
+    q1, q2 = Query(claim_index, 0, "What is the moon made of?"), Query(claim_index, 1, "What did Apollo bring back?")
+    return ClaimEvidence(claim_index, (
+        QueryEvidence(q1, (snippet(23, 51, 0.9), snippet(0, 22, 0.4))),
+        QueryEvidence(q2, (snippet(52, len(DOC), 0.8, "https://example.org/apollo"),)),
+    ), flags=flags)
+
+
+HYDE = HydeResult(7, "Refuted", (Query(7, 0, "What is the moon made of?"),), flags=("hyde_repaired",))
+
+
+def test_evidence_items_round_robin_and_verbatim():
+    items = evidence_items(evidence())
+    assert [(i.question[:8], i.score) for i in items] == [("What is ", 0.9), ("What did", 0.8), ("What is ", 0.4)]
+    for it in items:
+        assert DOC[it.start : it.end] == it.answer == it.scraped_text and it.doc_position == 0
+    assert evidence_items(ClaimEvidence(1)) == ()
+
+
+def test_prompt_snapshot():
+    req, notes = build_verdict_request(CLAIM, HYDE, evidence(), VerdictConfig(), ScriptedBackend([]))
+    text = req.messages[0].content
+    assert notes == [] and req.tag == "verdict:7" and req.json_schema is None
+    assert req.sampling.temperature == 0.9 and req.sampling.top_p == 0.7 and req.sampling.top_k == 1
+    for label in ("Supported", "Refuted", "Not Enough Evidence", "Conflicting Evidence/Cherrypicking"):
+        assert text.count(f"Label: {label}") == 1  # exactly one worked example per label
+    assert ("Claim: The moon is made of cheese.\nClaim Date: 01-04-2020\nClaim Speaker: A. Baker\n"
+            "Location ISO Code: GB\nReporting Source: Facebook\n\nQuestion 1: What is the moon made of?\n"
+            "  Evidence 1.1 (URL: https://nasa.gov/moon): The moon is rock, NASA says.\n"
+            "  Evidence 1.2 (URL: https://nasa.gov/moon): Line one about cheese.\n"
+            "Question 2: What did Apollo bring back?\n"
+            "  Evidence 2.1 (URL: https://example.org/apollo): Apollo brought back 382 kg of lunar rock.\n") in text
+    assert text.rstrip().endswith("Label: <Supported | Refuted | Not Enough Evidence | Conflicting Evidence/Cherrypicking>")
+    assert hashlib.sha256(text.encode()).hexdigest()[:16] == "4bc0e8f77fdf9459"  # update deliberately with verdict.txt
+
+
+def test_trimming_drops_lowest_scores_first_and_never_the_claim():
+    backend = ScriptedBackend([])
+    full = backend.count_tokens(build_verdict_request(CLAIM, HYDE, evidence(), VerdictConfig(), backend)[0].messages)
+    cfg = VerdictConfig()
+    cfg.sampling.max_tokens = 100
+    cfg.llm.max_model_len = full + 100 - 2  # 2 words too many: the 0.4 snippet (4 words) must go
+    req, notes = build_verdict_request(CLAIM, HYDE, evidence(), cfg, backend)
+    text = req.messages[0].content
+    assert "Line one about cheese." not in text and "The moon is rock" in text and "382 kg" in text
+    assert notes[0].startswith("dropped 1 of 3 snippets") and "score=0.4000" in notes[1]
+    cfg.llm.max_model_len = 200  # far too small: every snippet goes, claim and questions stay
+    req, notes = build_verdict_request(CLAIM, HYDE, evidence(), cfg, backend)
+    text = req.messages[0].content
+    assert "The moon is made of cheese." in text and text.count("(no evidence retrieved)") == 2
+    assert notes[0].startswith("dropped 3 of 3") and "over the 100-token budget" in notes[-1]
+
+
+def test_format_without_questions():
+    assert format_evidence(ClaimEvidence(3)) == "(no questions and no evidence)"
+
+
+def test_run_verdict_labels_flags_meta():
+    out_texts = ["Reasoning:\n1. a\n2. b\n3. c\n4. d\nLabel: NEE", RuntimeError("server down"), "no label here"]
+    claims = [CLAIM, CLAIM.__class__(index=8, text="B"), CLAIM.__class__(index=9, text="C")]
+    hydes = [HYDE, HydeResult(8, None, ()), HydeResult(9, "Supported", ())]
+    evs = [evidence(7, ("evidence_few",)), ClaimEvidence(8), ClaimEvidence(9)]
+    preds = run_verdict(claims, hydes, evs, ScriptedBackend(out_texts), VerdictConfig())
+    assert [p.claim_index for p in preds] == [7, 8, 9]
+    assert preds[0].label == "Not Enough Evidence" and preds[0].justification == "1. a\n2. b\n3. c\n4. d"
+    assert preds[0].flags == ("hyde_repaired", "evidence_few") and preds[0].provisional_label == "Refuted"
+    assert len(preds[0].evidence) == 3
+    assert preds[1].label == "Refuted" and "verdict_label_fallback" in preds[1].flags  # majority class
+    assert any(f.startswith("verdict_llm_error: server down") for f in preds[1].flags)
+    assert preds[2].label == "Supported" and "verdict_label_fallback" in preds[2].flags  # stage-1 label
+    meta = preds[0].meta
+    assert meta["verdict_prompt_hash"] == verdict_prompt_hash() and len(meta["hyde_prompt_hash"]) == 16
+    assert meta["prompt_tokens"] == 10 and meta["completion_tokens"] == 5 and meta["trimmed"] == []
+    for p in preds:
+        assert Prediction.from_dict(json.loads(json.dumps(p.to_dict()))) == p
+
+
+def test_run_verdict_rejects_misaligned_inputs():
+    with pytest.raises(ValueError, match="out of order"):
+        run_verdict([CLAIM], [HydeResult(8, None, ())], [ClaimEvidence(7)], ScriptedBackend(["x"]), VerdictConfig())
+    with pytest.raises(ValueError, match="1 claims, 0 hyde"):
+        run_verdict([CLAIM], [], [ClaimEvidence(7)], ScriptedBackend(["x"]), VerdictConfig())
