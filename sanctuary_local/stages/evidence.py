@@ -1,0 +1,227 @@
+"""Stage 2: coarse BM25 → semantic chunking → dense search (SANCTUARY §4.2–4.4).
+
+``EvidenceRetriever.retrieve`` maps one claim's documents and queries to a
+``ClaimEvidence``: per query ≤ ``max_snippets`` verbatim snippets, best first, each with
+url, document position and exact character span (§5.5 audit). It never raises on bad
+content: zero documents, empty documents and queries without hits give empty results
+with a flag. ``run_retrieval`` runs it over a knowledge store with a process pool, one
+claim at a time per worker (bounded memory), as the paper does (§4.2).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from sanctuary_local.config import RetrievalConfig
+from sanctuary_local.records import (
+    ClaimEvidence, Document, EvidenceSnippet, HydeResult, Query, QueryEvidence, Segment,
+)
+from sanctuary_local.retrieval.bm25 import BM25Engine, index_cache_path, load_cached, make_engine, save_cached
+from sanctuary_local.retrieval.chunking import SemanticChunking, consolidate
+from sanctuary_local.retrieval.dense import dense_search, select_snippets
+from sanctuary_local.retrieval.embed import Embedder
+from sanctuary_local.retrieval.segment import Corpus, build_corpus
+
+__all__ = ["EvidenceRetriever", "run_retrieval"]
+
+#: Dense candidates examined per query before dedup/threshold (×max_snippets).
+CANDIDATES_PER_SNIPPET = 8
+
+
+class _Clock:
+    """Accumulates sub-stage seconds into ``timings``."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._t0 = self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name] = round(self.timings.get(name, 0.0) + now - self._last, 4)
+        self._last = now
+
+    def total(self) -> dict[str, float]:
+        self.timings["total"] = round(time.perf_counter() - self._t0, 4)
+        return self.timings
+
+
+class EvidenceRetriever:
+    """Loads the embedders once; ``retrieve`` is then called claim after claim."""
+
+    def __init__(self, cfg: RetrievalConfig, models_dir: str | Path = "models") -> None:
+        self.cfg = cfg
+        make_engine(cfg.engine, cfg.bm25_k1, cfg.bm25_b)  # validate the engine name eagerly
+        self.retriever = Embedder(cfg.retriever, models_dir)
+        # One model in memory when both roles use the same model and settings (CPU default).
+        self.sts = self.retriever if cfg.sts == cfg.retriever else Embedder(cfg.sts, models_dir)
+        self.chunking = SemanticChunking(cfg, self.sts)
+
+    # ------------------------------------------------------------------ coarse (§4.2)
+    def coarse_index(self, documents: Sequence[Document], cache_key: str | None, clock: _Clock) -> tuple[Corpus, BM25Engine]:
+        """Segments + BM25 index of one claim, from the cache when the key matches."""
+        cfg = self.cfg
+        path = None
+        if cache_key and cfg.index_cache:
+            path = index_cache_path(cfg.index_cache, cache_key, cfg.engine, cfg.bm25_k1, cfg.bm25_b, cfg.segment_tokens)
+            cached = load_cached(path)
+            if cached is not None:
+                clock.lap("index_cache_load")
+                return cached
+        corpus = build_corpus(documents, cfg.segment_tokens)
+        clock.lap("segment")
+        engine = make_engine(cfg.engine, cfg.bm25_k1, cfg.bm25_b)
+        engine.index(corpus)
+        clock.lap("index")
+        if path is not None:
+            save_cached(path, corpus, engine)
+            clock.lap("index_cache_save")
+        return corpus, engine
+
+    def coarse_search(self, corpus: Corpus, engine: BM25Engine, queries: Sequence[Query]) -> list[list[Segment]]:
+        """Top-``top_k_segments`` segments per query, best first."""
+        out = []
+        for q in queries:
+            idx, _ = engine.search(corpus.query_ids(q.text), self.cfg.top_k_segments)
+            out.append([corpus.segments[i] for i in idx.tolist()])
+        return out
+
+    # --------------------------------------------------------------- claim (§4.2–4.4)
+    def retrieve(self, documents: Sequence[Document], queries: Sequence[Query], *, cache_key: str | None = None) -> ClaimEvidence:
+        """Evidence snippets for every query of one claim (see module docstring)."""
+        clock = _Clock()
+        claim = documents[0].claim_index if documents else (queries[0].claim_index if queries else -1)
+        flags: list[str] = []
+        empty = sum(1 for d in documents if not any(line.strip() for line in d.lines))
+        if not documents:
+            flags.append("no_documents")
+        elif empty:
+            flags.append(f"empty_documents:{empty}")
+        if not queries:
+            flags.append("no_queries")
+        if not documents or not queries:
+            return ClaimEvidence(claim, tuple(QueryEvidence(q) for q in queries), tuple(flags), clock.total())
+        corpus, engine = self.coarse_index(documents, cache_key, clock)
+        hits = self.coarse_search(corpus, engine, queries)
+        clock.lap("bm25")
+        flags += [f"no_hits:q{q.number}" for q, h in zip(queries, hits) if not h]
+        chunks = self._chunks(documents, hits)
+        clock.lap("chunk")
+        per_query = self._dense(chunks, queries, clock)
+        flags += [f"no_snippets:q{q.number}" for q, s in zip(queries, per_query) if not s and any(hits)]
+        result = tuple(QueryEvidence(q, tuple(s)) for q, s in zip(queries, per_query))
+        return ClaimEvidence(claim, result, tuple(flags), clock.total())
+
+    def _chunks(self, documents: Sequence[Document], hits: list[list[Segment]]):
+        """Retrieved segments grouped by document URL (§4.2), consolidated, chunked (§4.3)."""
+        by_doc: dict[int, list[Segment]] = defaultdict(list)
+        for segs in hits:
+            for s in segs:
+                by_doc[s.doc_position].append(s)
+        docs = {d.position: d for d in documents}
+        # Group by URL first (paper), then by document position: repeated URLs stay
+        # separate documents so every snippet keeps its exact document index.
+        order = sorted(by_doc, key=lambda p: (docs[p].url, p))
+        work = [(docs[p], docs[p].text, consolidate(set(by_doc[p]))) for p in order]
+        return self.chunking.chunk_documents(work)
+
+    def _dense(self, chunks, queries: Sequence[Query], clock: _Clock) -> list[list[EvidenceSnippet]]:
+        """Embed, FAISS search, dedup (> 0.9) and threshold, ≤ max_snippets per query."""
+        cfg, rcfg = self.cfg, self.cfg.retriever
+        if not chunks:
+            clock.lap("embed")
+            return [[] for _ in queries]
+        c_emb = self.retriever.encode_documents([c.text for c in chunks])
+        q_emb = self.retriever.encode_queries([q.text for q in queries])
+        clock.lap("embed")
+        k = cfg.max_snippets * CANDIDATES_PER_SNIPPET
+        scores, ids = dense_search(q_emb, c_emb, k, cfg.faiss_device)
+        out = []
+        for i in range(len(queries)):
+            kept = select_snippets(scores[i], ids[i], c_emb, rcfg.similarity_threshold, cfg.dedup_threshold, cfg.max_snippets)
+            out.append([EvidenceSnippet(chunks[j], round(s, 6)) for j, s in kept])
+        clock.lap("faiss")
+        return out
+
+
+# ----------------------------------------------------------------- process pool
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(cfg: RetrievalConfig, models_dir: str, store_path: str) -> None:
+    from sanctuary_local.io.store import KnowledgeStore
+
+    _WORKER["retriever"] = EvidenceRetriever(cfg, models_dir)
+    _WORKER["store"] = KnowledgeStore(store_path)
+
+
+def _one_claim(claim_index: int, queries: tuple[Query, ...]) -> ClaimEvidence:
+    """Retrieve one claim in a worker; any exception becomes a flagged empty result."""
+    try:
+        store = _WORKER["store"]
+        if not store.has(claim_index):
+            return ClaimEvidence(claim_index, tuple(QueryEvidence(q) for q in queries), ("store_missing",))
+        t0 = time.perf_counter()
+        loaded = store.load(claim_index)
+        load_s = time.perf_counter() - t0
+        if loaded.missing:
+            return ClaimEvidence(claim_index, tuple(QueryEvidence(q) for q in queries), ("store_missing",))
+        ev = _WORKER["retriever"].retrieve(loaded.documents, queries, cache_key=store.fingerprint(claim_index))
+        extra = tuple(f"store_problems:{len(loaded.problems)}" for _ in [0] if loaded.problems)
+        timings = {"load": round(load_s, 4), **ev.timings}
+        return ClaimEvidence(claim_index, ev.queries, ev.flags + extra, timings)
+    except Exception as exc:  # noqa: BLE001 - one bad claim never kills the batch
+        msg = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]
+        return ClaimEvidence(claim_index, tuple(QueryEvidence(q) for q in queries), (f"retrieval_error: {msg}",))
+
+
+def run_retrieval(
+    store_path: str | Path,
+    hyde: Sequence[HydeResult],
+    cfg: RetrievalConfig,
+    *,
+    models_dir: str | Path = "models",
+    workers: int | None = None,
+    on_result: Callable[[ClaimEvidence], None] | None = None,
+) -> list[ClaimEvidence]:
+    """Stage 2 over a knowledge store; results in input order, ``on_result`` in completion order."""
+    tasks = [(h.claim_index, tuple(h.queries)) for h in hyde]
+    if not Path(store_path).exists():
+        results = [ClaimEvidence(i, tuple(QueryEvidence(q) for q in qs), ("store_missing",)) for i, qs in tasks]
+        for r in results:
+            if on_result:
+                on_result(r)
+        return results
+    n = max(1, min(workers or cfg.workers or os.cpu_count() or 1, len(tasks) or 1))
+    results: list[ClaimEvidence | None] = [None] * len(tasks)
+    if n == 1:
+        _init_worker(cfg, str(models_dir), str(store_path))
+        try:
+            for pos, (i, qs) in enumerate(tasks):
+                results[pos] = _one_claim(i, qs)
+                if on_result:
+                    on_result(results[pos])  # type: ignore[arg-type]
+        finally:
+            _WORKER.clear()
+        return results  # type: ignore[return-value]
+    ctx = get_context("spawn")  # fork + torch threads deadlocks; spawn is safe everywhere
+    with ProcessPoolExecutor(n, mp_context=ctx, initializer=_init_worker, initargs=(cfg, str(models_dir), str(store_path))) as pool:
+        futures = {pool.submit(_one_claim, i, qs): pos for pos, (i, qs) in enumerate(tasks)}
+        for fut in as_completed(futures):
+            pos = futures[fut]
+            try:
+                res = fut.result()
+            except Exception as exc:  # noqa: BLE001 - a worker died (e.g. killed for memory)
+                i, qs = tasks[pos]
+                res = ClaimEvidence(i, tuple(QueryEvidence(q) for q in qs), (f"retrieval_error: worker failed: {exc}",))
+            results[pos] = res
+            if on_result:
+                on_result(res)
+    return results  # type: ignore[return-value]
