@@ -122,8 +122,9 @@ class RetrievalConfig:
 
     segment_tokens: int = 500
     """Segment length in tokens (zero overlap)."""
-    engine: str = "bm25s"
-    """bm25s (default, fast) or rank_bm25 (the paper's, reference)."""
+    engine: str = "sparse"
+    """sparse (default: vectorised Okapi/ATIRE, same scores as rank_bm25, fastest measured),
+    bm25s, or rank_bm25 (the paper's, reference). See docs/retrieval.md."""
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     top_k_segments: int = 125
