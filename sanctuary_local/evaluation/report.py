@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from rich.markup import escape
 from rich.table import Table
 
 from sanctuary_local.evaluation.evaluate import HEADLINE_THRESHOLD, EvalReport
@@ -97,12 +98,12 @@ def summary_table(report: EvalReport) -> Table:
     if report.ev2r:
         judge = report.ev2r["judge"]
         rows += [
-            (f"Q only (Ev2R recall) [judge {judge}]", report.ev2r["q_recall"]),
-            (f"Q + A (Ev2R recall) [judge {judge}]", report.ev2r["qa_recall"]),
-            (f"new AVeriTeC score (Ev2R @ 0.5) [judge {judge}]", report.ev2r["score"]),
+            (f"Q only (Ev2R recall), judge {judge}", report.ev2r["q_recall"]),
+            (f"Q + A (Ev2R recall), judge {judge}", report.ev2r["qa_recall"]),
+            (f"new AVeriTeC score (Ev2R @ 0.5), judge {judge}", report.ev2r["score"]),
         ]
     if report.missing:
         rows.append(("missing predictions (counted wrong)", str(len(report.missing))))
     for name, value in rows:
-        table.add_row(name, f"{value:.4f}" if isinstance(value, float) else value)
+        table.add_row(escape(name), f"{value:.4f}" if isinstance(value, float) else value)
     return table
