@@ -43,7 +43,8 @@ class Embedder:
         )
         if cfg.max_seq_length:
             self.model.max_seq_length = cfg.max_seq_length
-        self.dimension = int(self.model.get_sentence_embedding_dimension() or 0)
+        dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dimension = int(dim() or 0)
 
     def _encode(self, texts: Sequence[str], prompt: str) -> np.ndarray:
         if not texts:

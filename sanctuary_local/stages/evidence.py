@@ -34,6 +34,8 @@ __all__ = ["EvidenceRetriever", "run_retrieval"]
 
 #: Dense candidates examined per query before dedup/threshold (×max_snippets).
 CANDIDATES_PER_SNIPPET = 8
+#: EmbedderConfig fields that decide the loaded weights (prompts/threshold are per call).
+_MODEL_FIELDS = ("model", "trust_remote_code", "device", "max_seq_length")
 
 
 class _Clock:
@@ -61,7 +63,8 @@ class EvidenceRetriever:
         make_engine(cfg.engine, cfg.bm25_k1, cfg.bm25_b)  # validate the engine name eagerly
         self.retriever = Embedder(cfg.retriever, models_dir)
         # One model in memory when both roles use the same model and settings (CPU default).
-        self.sts = self.retriever if cfg.sts == cfg.retriever else Embedder(cfg.sts, models_dir)
+        same = all(getattr(cfg.sts, f) == getattr(cfg.retriever, f) for f in _MODEL_FIELDS)
+        self.sts = self.retriever if same else Embedder(cfg.sts, models_dir)
         self.chunking = SemanticChunking(cfg, self.sts)
 
     # ------------------------------------------------------------------ coarse (§4.2)

@@ -1,0 +1,154 @@
+"""Coarse retrieval (§4.2): segmentation invariants, BM25 engines vs rank-bm25, index cache."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sanctuary_local.errors import UserError
+from sanctuary_local.records import Document
+from sanctuary_local.retrieval.bm25 import ENGINES, index_cache_path, load_cached, make_engine, save_cached, top_k
+from sanctuary_local.retrieval.segment import build_corpus, segment_document, tokenize
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _synthetic_module():
+    spec = importlib.util.spec_from_file_location("synthetic_store", REPO / "benchmarks" / "synthetic_store.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["synthetic_store"] = mod
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+@pytest.fixture(scope="module")
+def synthetic_claim() -> tuple[list[Document], list[str]]:
+    """A small seeded synthetic claim (shape of the real store at 2 % scale) and its queries."""
+    syn = _synthetic_module()
+    rng = np.random.default_rng(3)
+    vocab = syn.vocabulary(rng, 8000)
+    raw = syn.claim_documents(rng, vocab, 0, 0.02)[:300]
+    docs = [Document(0, i, d["url"], tuple(d["url2text"])) for i, d in enumerate(raw)]
+    queries = [q["question"] + " " + " ".join(q["answers"]) for q in syn.claim_queries(rng, raw, 0, 12)]
+    return docs, queries
+
+
+text_st = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=400)
+
+
+@settings(max_examples=80, deadline=None)
+@given(lines=st.lists(text_st, max_size=6), n=st.integers(1, 12))
+def test_segments_reconstruct_and_tile(lines: list[str], n: int) -> None:
+    doc = Document(0, 0, "u", tuple(lines))
+    segs = segment_document(doc, n)
+    text = doc.text
+    for a, b in zip(segs, segs[1:]):
+        assert a.end == b.start  # zero overlap, no gap
+    for s in segs:
+        assert 1 <= s.n_tokens <= n
+        assert s.n_tokens == len(__import__("re").findall(r"\w+", text[s.start : s.end]))
+    # every word token of the document lies in exactly one segment
+    assert sum(s.n_tokens for s in segs) == len(__import__("re").findall(r"\w+", text))
+
+
+def test_corpus_matches_per_segment_tokenisation(synthetic_claim) -> None:
+    docs, _ = synthetic_claim
+    corpus = build_corpus(docs, 50)
+    inv = {i: t for t, i in corpus.vocab.items()}
+    for k in range(0, len(corpus.segments), 97):
+        s = corpus.segments[k]
+        text = docs[s.doc_position].text[s.start : s.end]
+        assert [inv[i] for i in corpus.token_lists()[k].tolist()] == tokenize(text)
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> float:
+    return len(set(a.tolist()) & set(b.tolist())) / max(1, len(b))
+
+
+@pytest.mark.parametrize("engine", ["sparse", "bm25s"])
+def test_engine_top125_overlaps_rank_bm25(engine: str, synthetic_claim) -> None:
+    docs, queries = synthetic_claim
+    corpus = build_corpus(docs, 100)
+    assert len(corpus.segments) > 300  # k = 125 must be a real cut
+    ref, eng = make_engine("rank_bm25"), make_engine(engine)
+    ref.index(corpus)
+    eng.index(corpus)
+    overlaps = []
+    for q in queries:
+        ids = corpus.query_ids(q)
+        overlaps.append(_overlap(eng.search(ids, 125)[0], ref.search(ids, 125)[0]))
+    # sparse implements rank-bm25's exact formula; bm25s's Robertson idf clamps common
+    # terms to 0 instead of rank-bm25's ε floor, so it is only required to be close.
+    assert np.mean(overlaps) >= (0.99 if engine == "sparse" else 0.5)
+
+
+def test_sparse_scores_equal_rank_bm25(synthetic_claim) -> None:
+    docs, queries = synthetic_claim
+    corpus = build_corpus(docs[:60], 100)
+    ref, eng = make_engine("rank_bm25"), make_engine("sparse")
+    ref.index(corpus)
+    eng.index(corpus)
+    for q in queries[:4]:
+        ids = corpus.query_ids(q)
+        np.testing.assert_allclose(eng.scores(ids), ref.scores(ids), rtol=1e-4, atol=1e-4)
+
+
+def test_surrogate_overlap_with_reference(surrogate_store: Path, dev_claims_path: Path) -> None:
+    from sanctuary_local.io.claims import read_claims
+    from sanctuary_local.io.store import KnowledgeStore
+
+    store, claims = KnowledgeStore(surrogate_store), read_claims(dev_claims_path)[:20]
+    overlaps = []
+    for c in claims:
+        corpus = build_corpus(store.load(c.index).documents, 40)  # small segments → k is a real cut
+        ref, eng = make_engine("rank_bm25"), make_engine("sparse")
+        ref.index(corpus)
+        eng.index(corpus)
+        for q in c.gold_questions:
+            ids = corpus.query_ids(" ".join([q.question, *(a.answer for a in q.answers)]))
+            overlaps.append(_overlap(eng.search(ids, 125)[0], ref.search(ids, 125)[0]))
+    assert overlaps and np.mean(overlaps) >= 0.95
+
+
+def test_top_k_sorted_positive_deterministic() -> None:
+    scores = np.array([0.0, 2.0, 1.0, 2.0, -1.0, 3.0])
+    idx, sc = top_k(scores, 3)
+    assert idx.tolist() == [5, 1, 3] and sc.tolist() == [3.0, 2.0, 2.0]
+    assert top_k(scores, 10)[0].tolist() == [5, 1, 3, 2]
+
+
+def test_unknown_engine_and_empty_corpus() -> None:
+    with pytest.raises(UserError, match="valid: bm25s, rank_bm25, sparse"):
+        make_engine("nope")
+    assert set(ENGINES) == {"sparse", "bm25s", "rank_bm25"}
+    empty = build_corpus([Document(0, 0, "u", ()), Document(0, 1, "v", ("!!! ...",))])
+    for name in ENGINES:
+        e = make_engine(name)
+        e.index(empty)
+        assert e.search(np.array([0], dtype=np.int32), 5)[0].size == 0
+
+
+def test_index_cache_key_and_roundtrip(tmp_path: Path, synthetic_claim) -> None:
+    docs, queries = synthetic_claim
+    p = index_cache_path(tmp_path, "sha-a", "sparse", 1.5, 0.75, 500)
+    assert p != index_cache_path(tmp_path, "sha-b", "sparse", 1.5, 0.75, 500)  # changed store
+    assert p != index_cache_path(tmp_path, "sha-a", "sparse", 1.2, 0.75, 500)  # changed parameter
+    assert p != index_cache_path(tmp_path, "sha-a", "sparse", 1.5, 0.75, 400)
+    assert p != index_cache_path(tmp_path, "sha-a", "bm25s", 1.5, 0.75, 500)
+    assert load_cached(p) is None
+    corpus = build_corpus(docs[:50], 500)
+    eng = make_engine("sparse")
+    eng.index(corpus)
+    save_cached(p, corpus, eng)
+    corpus2, eng2 = load_cached(p)
+    ids = corpus.query_ids(queries[0])
+    assert corpus2.segments == corpus.segments
+    np.testing.assert_array_equal(eng2.scores(ids), eng.scores(ids))
+    p.write_bytes(b"torn")
+    assert load_cached(p) is None  # unreadable cache is rebuilt, never trusted
