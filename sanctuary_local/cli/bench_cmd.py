@@ -1,0 +1,74 @@
+"""``sanctuary-local bench``: time the pipeline per stage and project against the 60 s/claim budget."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+
+from sanctuary_local.errors import UserError
+
+console = Console()
+
+
+def bench(
+    profile: str = typer.Option("cpu", "--profile", help="cpu | paper | a profile file."),
+    claims: Path = typer.Option(None, "--claims", help="AVeriTeC claims JSON (with --store)."),
+    store: Path = typer.Option(None, "--store", help="Knowledge store dir or zip (with --claims)."),
+    synthetic: int = typer.Option(0, "--synthetic", help="Generate N synthetic claims + store instead."),
+    scale: float = typer.Option(0.05, "--scale", help="Synthetic store size (1.0 ≈ 95 MB/claim, the real store's)."),
+    limit: int = typer.Option(None, "--limit", help="Only the first N claims."),
+    out: Path = typer.Option(None, "--out", help="Run directory (default: a temporary one)."),
+    results_dir: Path = typer.Option(Path("benchmarks/results"), "--results-dir", help="Where bench_<label>.* go."),
+    label: str = typer.Option(None, "--label", help="Result name (default: <profile>_<source>_<N>)."),
+    set_: list[str] = typer.Option([], "--set", help="Config override key=value (repeatable), as in `run`."),
+    from_timings: Path = typer.Option(None, "--from-timings", help="Report an existing run's timings.json; no run."),
+    compare_: tuple[Path, Path] | None = typer.Option(None, "--compare", help="Print B/A per stage of two bench JSONs."),
+) -> None:
+    """Run the pipeline on N claims (or read a run's timings.json) and write JSON/markdown/PNG."""
+    from sanctuary_local import bench as b
+
+    if compare_:
+        ra, rb = b.load_result(compare_[0]), b.load_result(compare_[1])
+        cmp = b.compare(ra, rb)
+        console.print(Markdown(b.compare_markdown(cmp, ra, rb)))
+        console.print_json(json.dumps(cmp))
+        return
+    if from_timings is not None:
+        timings, source, kind = b.load_timings(from_timings), str(from_timings), "timings"
+    else:
+        timings, source = _run(b, profile, claims, store, synthetic, scale, limit, out, set_)
+        kind = "synthetic" if synthetic else "run"
+    label = label or f"{Path(profile).stem}_{kind}_{timings['n_claims']}claims"
+    res = b.summarize(timings, Path(profile).stem, label, source)
+    paths = b.write_result(res, results_dir)
+    console.print(Markdown(b.to_markdown(res)))
+    console.print("wrote " + ", ".join(str(p) for p in paths))
+
+
+def _run(b, profile, claims, store, synthetic, scale, limit, out, set_):  # type: ignore[no-untyped-def]
+    """Run the pipeline (synthetic inputs when asked) and return (timings, source)."""
+    from sanctuary_local.cli.run_cmd import parse_overrides
+    from sanctuary_local.pipeline import RunOptions, run_pipeline
+
+    if bool(synthetic) == bool(claims and store):
+        raise UserError("bench needs either --claims and --store, or --synthetic N")
+    work = Path(tempfile.mkdtemp(prefix="sanctuary-bench-"))
+    if synthetic:
+        claims, store = b.synthetic_inputs(synthetic, scale, work / "synthetic")
+        console.print(f"synthetic store: {synthetic} claim(s), scale {scale}, in {store}")
+    run_out = out or work / "run"
+    opts = RunOptions(claims=claims, store=store, out=run_out, profile=profile, limit=limit, quiet=True,
+                      force=True, overrides=parse_overrides(set_) or None)
+    summary = run_pipeline(opts)
+    source = f"synthetic/{synthetic}x{scale}/timings.json" if synthetic else str(run_out / "timings.json")
+    return summary.timings, source
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``bench`` to the root app."""
+    app.command("bench")(bench)
