@@ -4,7 +4,7 @@ Stdlib only (``urllib`` + a thread pool): ``LLMConfig.concurrency`` requests are
 flight at once; each has a timeout and is retried with exponential backoff on
 connection errors, 429 and 5xx. Structured output is sent as the OpenAI
 ``response_format = {"type": "json_schema", ...}`` (vLLM, llama.cpp server, SGLang); a
-server that rejects it with 400/422 (llama-cpp-python's server only knows
+server that rejects it (400/422, or llama-cpp-python's 500 — it only knows
 ``{"type": "json_object", "schema": ...}``) is retried once in that dialect, which is
 then remembered. ``top_k``/``min_p`` are sent as the extra body fields these servers read.
 """
@@ -115,7 +115,9 @@ class OpenAIHTTPBackend:
             try:
                 data = self._post_retrying(url, self._payload(req))
             except HTTPFailure as exc:
-                if req.json_schema is None or exc.status not in (400, 422) or self._schema_dialect != "json_schema":
+                # llama-cpp-python answers a validation error with 500 naming 'json_object'.
+                rejected = exc.status in (400, 422) or (exc.status == 500 and "json_object" in str(exc))
+                if req.json_schema is None or not rejected or self._schema_dialect != "json_schema":
                     raise
                 with self._lock:
                     self._schema_dialect = "json_object"

