@@ -49,7 +49,7 @@ for _name in COMMANDS:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``sanctuary-local`` console script."""
     try:
-        app(args=argv, standalone_mode=False)
+        rc = app(args=argv, standalone_mode=False)
     except UserError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
         return 2
@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
             exc.show()
             return exc.exit_code
         raise
-    return 0
+    # With standalone_mode=False click returns the code of a raised typer.Exit.
+    return rc if isinstance(rc, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover
