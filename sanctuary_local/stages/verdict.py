@@ -172,6 +172,9 @@ def run_verdict(
         requests.append(req)
         notes.append(n)
     ready = [r for r in requests if r is not None]
-    outs = iter(backend.generate(ready)) if ready else iter(())
+    generated = backend.generate(ready) if ready else []
+    if len(generated) != len(ready):
+        raise RuntimeError(f"backend {backend.name} returned {len(generated)} results for {len(ready)} requests")
+    outs = iter(generated)
     results = [next(outs) if r is not None else ChatResult("", finish_reason="error", error=n[0]) for r, n in zip(requests, notes)]
     return [_prediction(c, h, e, r, n, backend) for c, h, e, r, n in zip(claims, hyde, evidence, results, notes, strict=True)]
