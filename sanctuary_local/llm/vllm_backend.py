@@ -35,6 +35,11 @@ def _conversation(messages: tuple[ChatMessage, ...]) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in messages]
 
 
+def _is_oom(exc: BaseException) -> bool:
+    """True for CUDA out-of-memory errors (torch.OutOfMemoryError or its message)."""
+    return type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc).lower()
+
+
 class VLLMBackend:
     """``LLMBackend`` over ``vllm.LLM`` (offline engine)."""
 
@@ -94,6 +99,11 @@ class VLLMBackend:
                 add_generation_prompt=True,
             )
         except Exception as exc:  # noqa: BLE001 - report per request, keep the run alive
+            if len(requests) > 1 and _is_oom(exc):
+                # CUDA OOM: retry the two halves (recursively) before degrading any claim.
+                mid = len(requests) // 2
+                log.warning("vLLM batch of %d ran out of GPU memory; retrying as %d + %d", len(requests), mid, len(requests) - mid)
+                return self.generate(requests[:mid]) + self.generate(requests[mid:])
             log.error("vLLM batch of %d failed: %s", len(requests), exc)
             return [ChatResult("", finish_reason="error", error=f"{type(exc).__name__}: {exc}") for _ in requests]
         total = time.perf_counter() - t0
