@@ -30,7 +30,7 @@ from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.records import ClaimEvidence, HydeResult, Query
 from sanctuary_local.stages.evidence import EvidenceRetriever, run_retrieval
 
-GRID = [round(x, 2) for x in np.arange(0.0, 0.71, 0.05)]
+GRID = [round(float(x), 2) for x in np.arange(0.0, 0.71, 0.05)]
 
 
 def gold_queries(claim) -> tuple[Query, ...]:
@@ -128,7 +128,7 @@ def write_report(args, cfg, rows, scored, n_snip, n_bad, wall, configured_t) -> 
     best = max(grid, key=lambda g: (g["f1"], -g["threshold"]))
     at_cfg = next((g for g in grid if abs(g["threshold"] - configured_t) < 1e-9), None)
     summary = {
-        "claims": len(rows), "claims_with_gold_docs": len(with_gold), "gold_doc_recall_top125": round(recall, 4),
+        "claims": len(rows), "claims_with_gold_docs": len(with_gold), "gold_doc_recall_top125": round(float(recall), 4),
         "snippets_audited": n_snip, "provenance_failures": n_bad, "configured_threshold": configured_t,
         "at_configured_threshold": at_cfg, "best_f1_threshold": best, "grid": grid, "wall_s": round(wall, 1),
         "workers": args.workers, "engine": cfg.engine, "model": cfg.retriever.model, "indices": args.indices,

@@ -11,6 +11,7 @@ claim at a time per worker (bounded memory), as the paper does (§4.2).
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -36,6 +37,7 @@ __all__ = ["EvidenceRetriever", "run_retrieval"]
 CANDIDATES_PER_SNIPPET = 8
 #: EmbedderConfig fields that decide the loaded weights (prompts/threshold are per call).
 _MODEL_FIELDS = ("model", "trust_remote_code", "device", "max_seq_length")
+_HAS_WORD = re.compile(r"\w")
 
 
 class _Clock:
@@ -102,7 +104,8 @@ class EvidenceRetriever:
         clock = _Clock()
         claim = documents[0].claim_index if documents else (queries[0].claim_index if queries else -1)
         flags: list[str] = []
-        empty = sum(1 for d in documents if not any(line.strip() for line in d.lines))
+        # "Empty" = nothing BM25 could index: no word character on any line.
+        empty = sum(1 for d in documents if not any(_HAS_WORD.search(line) for line in d.lines))
         if not documents:
             flags.append("no_documents")
         elif empty:

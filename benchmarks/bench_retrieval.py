@@ -1,0 +1,179 @@
+"""Stage 2 retrieval benchmark on a synthetic store (see ``synthetic_store.py``).
+
+Per claim, each in a fresh spawned process (so peak RSS is per claim, like one pool
+worker): seconds and peak RSS after every sub-stage — load, segment, index, BM25
+query, semantic chunking, embedding, FAISS — and the same coarse stage with the
+reference (rank-bm25 BM25Okapi over nltk ``word_tokenize`` tokens, lower-cased, as the
+FEVER-8 baseline does) on the same segments and queries, in its own process, with the
+speed-up ratio. The top-125 overlap of our engine with rank-bm25 *on our tokens* (the
+≥ 0.95 requirement) and with the nltk-tokenised reference are reported too.
+
+    python benchmarks/synthetic_store.py --claims 2 --scale 1.0 --out /tmp/synstore
+    python benchmarks/bench_retrieval.py --store /tmp/synstore --claims 0,1 --out benchmarks/results/retrieval
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import platform
+import resource
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from sanctuary_local.config import load_config
+from sanctuary_local.io.store import KnowledgeStore
+from sanctuary_local.records import Query
+
+
+def _rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # Linux: KiB
+
+
+class Laps:
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[str, float]] = {}
+        self.t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.rows[name] = {"s": round(now - self.t, 3), "peak_rss_mb": _rss_mb()}
+        self.t = now
+
+
+def _queries(store: str, claim: int) -> list[Query]:
+    data = orjson.loads((Path(store) / "queries.json").read_bytes())[claim]
+    return [Query(claim, q["number"], q["question"], tuple(q["answers"])) for q in data]
+
+
+def ours(store: str, claim: int, engine: str, semantic_queries: int, check_ref: bool) -> dict[str, Any]:
+    """Our pipeline on one claim, sub-stage by sub-stage."""
+    from sanctuary_local.retrieval.bm25 import make_engine
+    from sanctuary_local.retrieval.segment import build_corpus
+
+    from sanctuary_local.retrieval.segment import stopwords
+
+    stopwords()  # one-time per-process import of bm25s's list: not a per-claim cost
+    cfg = load_config("cpu").retrieval
+    laps = Laps()
+    loaded = KnowledgeStore(store).load(claim)
+    docs, queries = loaded.documents, _queries(store, claim)
+    laps.lap("load")
+    corpus = build_corpus(docs, cfg.segment_tokens)
+    laps.lap("segment")
+    eng = make_engine(engine, cfg.bm25_k1, cfg.bm25_b)
+    eng.index(corpus)
+    laps.lap("index")
+    qids = [corpus.query_ids(q.text) for q in queries]
+    top = [eng.search(q, cfg.top_k_segments)[0] for q in qids]
+    laps.lap("bm25_query")
+    info: dict[str, Any] = {"docs": len(docs), "mb": round(loaded.n_bytes / 1e6, 1), "segments": len(corpus.segments),
+                            "terms": int(corpus.ids.size), "queries": len(queries), "top": [t.tolist() for t in top]}
+    if check_ref:  # rank-bm25 on the very same term ids: the ≥ 0.95 overlap requirement
+        ref = make_engine("rank_bm25", cfg.bm25_k1, cfg.bm25_b)
+        ref.index(corpus)
+        ov = [len(set(t.tolist()) & set(ref.search(q, cfg.top_k_segments)[0].tolist())) / max(1, len(t)) for t, q in zip(top, qids)]
+        info["overlap_rank_bm25_same_tokens"] = round(float(np.mean(ov)), 4)
+        laps.t = time.perf_counter()
+    if semantic_queries:
+        from sanctuary_local.stages.evidence import EvidenceRetriever, _Clock
+
+        r = EvidenceRetriever(cfg)
+        laps.lap("model_load")
+        hits = [[corpus.segments[i] for i in t.tolist()] for t in top[:semantic_queries]]
+        chunks = r._chunks(docs, hits)
+        laps.lap("semantic_chunking")
+        clock = _Clock()
+        snippets = r._dense(chunks, queries[:semantic_queries], clock)
+        laps.rows["embedding"] = {"s": clock.timings["embed"], "peak_rss_mb": _rss_mb()}
+        laps.rows["faiss"] = {"s": clock.timings["faiss"], "peak_rss_mb": _rss_mb()}
+        info.update(chunks=len(chunks), semantic_queries=semantic_queries, snippets=sum(len(s) for s in snippets))
+    info["stages"] = laps.rows
+    info["coarse_s"] = round(sum(laps.rows[k]["s"] for k in ("segment", "index", "bm25_query")), 3)
+    info["peak_rss_mb"] = _rss_mb()
+    return info
+
+
+def reference(store: str, claim: int) -> dict[str, Any]:
+    """The paper's coarse stage: nltk word_tokenize + rank-bm25 BM25Okapi, same segments."""
+    import nltk
+    from rank_bm25 import BM25Okapi
+
+    from sanctuary_local.retrieval.bm25 import top_k
+    from sanctuary_local.retrieval.segment import segment_document
+
+    cfg = load_config("cpu").retrieval
+    laps = Laps()
+    docs, queries = KnowledgeStore(store).load(claim).documents, _queries(store, claim)
+    laps.lap("load")
+    # preserve_line=True: Treebank word tokenizer without Punkt (its data is not installed offline)
+    tok = lambda s: nltk.word_tokenize(s.lower(), preserve_line=True)  # noqa: E731
+    segs = [(d, s) for d in docs for s in segment_document(d, cfg.segment_tokens)]
+    texts = {d.position: d.text for d in docs}
+    corpus = [tok(texts[s.doc_position][s.start : s.end]) for _, s in segs]
+    laps.lap("segment_tokenize")
+    bm = BM25Okapi(corpus, k1=cfg.bm25_k1, b=cfg.bm25_b)
+    laps.lap("index")
+    top = [top_k(np.asarray(bm.get_scores(tok(q.text))), cfg.top_k_segments)[0].tolist() for q in queries]
+    laps.lap("bm25_query")
+    return {"stages": laps.rows, "coarse_s": round(sum(v["s"] for k, v in laps.rows.items() if k != "load"), 3),
+            "peak_rss_mb": _rss_mb(), "top": top}
+
+
+def _in_child(fn, *args):  # noqa: ANN001, ANN202
+    with mp.get_context("spawn").Pool(1) as pool:
+        return pool.apply(fn, args)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--claims", default="0", help="comma-separated claim indices")
+    ap.add_argument("--engine", default="sparse")
+    ap.add_argument("--semantic-queries", type=int, default=10, help="queries through the semantic stage (0: skip)")
+    ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument("--label", default="", help="free text stored with the results (e.g. scale)")
+    ap.add_argument("--out", default="benchmarks/results/retrieval")
+    args = ap.parse_args()
+    rows = []
+    for c in (int(x) for x in args.claims.split(",")):
+        row = {"claim": c, "ours": _in_child(ours, args.store, c, args.engine, args.semantic_queries, not args.no_reference)}
+        if not args.no_reference:
+            ref = _in_child(reference, args.store, c)
+            o = row["ours"]
+            row["reference"] = {k: v for k, v in ref.items() if k != "top"}
+            row["speedup_coarse"] = round(ref["coarse_s"] / max(o["coarse_s"], 1e-9), 1)
+            row["overlap_nltk_reference"] = round(float(np.mean([len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(o["top"], ref["top"])])), 4)
+        row["ours"].pop("top")
+        rows.append(row)
+        print(orjson.dumps(row).decode())
+    write(args, rows)
+
+
+def write(args: argparse.Namespace, rows: list[dict]) -> None:
+    meta = {"store": args.store, "engine": args.engine, "label": args.label, "python": platform.python_version(),
+            "cpus": mp.cpu_count(), "note": "2-core machine shared with other engineers' jobs (load average ~8-11)"}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_bytes(orjson.dumps({"meta": meta, "claims": rows}, option=orjson.OPT_INDENT_2))
+    stages = ["load", "segment", "index", "bm25_query", "model_load", "semantic_chunking", "embedding", "faiss"]
+    lines = [f"# Retrieval benchmark ({args.label or args.store}; engine `{args.engine}`)", "", meta["note"], "",
+             "| claim | MB | docs | segments | " + " | ".join(stages) + " | coarse s | peak RSS MB | ref coarse s | ref RSS MB | speed-up | overlap same tokens | overlap nltk ref |",
+             "|" + "---|" * (len(stages) + 11)]
+    for r in rows:
+        o, ref = r["ours"], r.get("reference", {})
+        cells = [str(o["stages"].get(s, {}).get("s", "–")) for s in stages]
+        lines.append(f"| {r['claim']} | {o['mb']} | {o['docs']} | {o['segments']} | " + " | ".join(cells)
+                     + f" | {o['coarse_s']} | {o['peak_rss_mb']} | {ref.get('coarse_s', '–')} | {ref.get('peak_rss_mb', '–')}"
+                     + f" | {r.get('speedup_coarse', '–')} | {o.get('overlap_rank_bm25_same_tokens', '–')} | {r.get('overlap_nltk_reference', '–')} |")
+    lines += ["", "Seconds per sub-stage; peak RSS = max resident set of the claim's own process (one worker)."]
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
