@@ -1,6 +1,6 @@
 """Stage 2 end to end with the real packaged MiniLM, real BM25 and real FAISS (CPU).
 
-Small coarse settings (top-8 segments of 120 tokens) keep the semantic stage to a few
+Small coarse settings (top-3 segments of 60 tokens) keep the semantic stage to a few
 seconds per claim on 2 shared cores; the maths is the same as with the paper's values.
 """
 
@@ -20,7 +20,7 @@ from sanctuary_local.stages.evidence import EvidenceRetriever, run_retrieval
 @pytest.fixture(scope="session")
 def small_cfg() -> RetrievalConfig:
     cfg = load_config("cpu").retrieval
-    cfg.top_k_segments, cfg.segment_tokens, cfg.index_cache = 8, 120, ""
+    cfg.top_k_segments, cfg.segment_tokens, cfg.index_cache = 3, 60, ""
     return cfg
 
 
