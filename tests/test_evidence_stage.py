@@ -67,7 +67,7 @@ def test_surrogate_run_provenance_every_snippet(surrogate_store: Path, dev_claim
         assert not any(f.startswith("retrieval_error") for f in ev.flags), ev.flags
         total += check_snippets(ev, {d.position: d for d in store.load(ev.claim_index).documents}, small_cfg)
         assert {"segment", "index", "bm25", "chunk", "embed", "faiss", "total", "load"} <= set(ev.timings)
-    assert total > 20  # the run really produced evidence
+    assert total >= len(claims)  # the run really produced evidence
 
 
 def test_deterministic_and_cached(surrogate_store: Path, dev_claims_path: Path, retriever, tmp_path: Path) -> None:

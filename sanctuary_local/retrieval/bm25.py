@@ -5,8 +5,9 @@ are chosen by name from ``ENGINES``:
 
 - ``sparse``  — our vectorised scipy implementation of BM25 *Okapi/ATIRE as rank-bm25
   computes it* (Trotman et al., 2014): idf = ln((N − n + 0.5)/(n + 0.5)), negative idf
-  floored at ε·mean(idf) with ε = 0.25, tf part tf(k1+1)/(tf + k1(1 − b + b·dl/avgdl)).
-  Same scores as the reference up to float rounding.
+  floored at ε·mean(idf) with ε = 0.25 (kept positive when mean(idf) ≤ 0, tiny corpora),
+  tf part tf(k1+1)/(tf + k1(1 − b + b·dl/avgdl)). Same scores as the reference up to
+  float rounding on any corpus with mean(idf) > 0.
 - ``bm25s``   — bm25s's "robertson" variant (negative idf clamped to 0 instead of the
   ε floor; ranks match except where a term occurs in > half of the segments).
 - ``rank_bm25`` — the paper's/baseline's library, the reference (slow pure Python).
@@ -109,7 +110,11 @@ class SparseBM25(_Base):
         df = np.diff(tf.indptr).astype(np.float64)
         idf = np.log(n - df + 0.5) - np.log(df + 0.5)
         present = df > 0
-        idf[present & (idf < 0)] = EPSILON * idf[present].mean()  # rank-bm25's floor
+        mean_idf = idf[present].mean()
+        # rank-bm25's floor ε·mean(idf); one deviation: in tiny corpora (e.g. one segment)
+        # the mean is ≤ 0 and rank-bm25 scores every match negatively (= no hit), so the
+        # floor is kept positive there.
+        idf[present & (idf < 0)] = EPSILON * mean_idf if mean_idf > 0 else EPSILON
         dl = lengths.astype(np.float64)
         avgdl = dl.mean() if dl.mean() > 0 else 1.0
         norm = self.k1 * (1 - self.b + self.b * dl / avgdl)
