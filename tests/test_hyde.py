@@ -77,8 +77,8 @@ def test_missing_metadata_and_schema_switch():
 
 
 def test_parse_dedupes_clamps_and_numbers():
-    ev = {f"Question {i % 12}?": [f"a{i}"] for i in range(12)}
-    ev["question 3 ?"] = ["extra"]  # a near-duplicate of "Question 3?"
+    ev = {f"Was the cheese batch {i % 12} tested?": [f"a{i}"] for i in range(12)}
+    ev["was the cheese batch 3  tested ?"] = ["extra"]  # a near-duplicate of question 3
     r = parse_hyde(json.dumps({"label": "Supported", "evidence": ev}), CLAIM, HydeConfig())
     assert len(r.queries) == 10 and "hyde_clamped" in r.flags
     assert [q.number for q in r.queries] == list(range(10))

@@ -9,6 +9,7 @@ always has something to retrieve with.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 
 from sanctuary_local.config import HydeConfig
@@ -20,6 +21,26 @@ from sanctuary_local.stages.parsing import parse_hyde_output
 log = logging.getLogger(__name__)
 SCHEMA_FILE = "hyde_schema.json"
 _UNKNOWN = "Unknown"
+#: Template placeholders a weak model copies from the prompt's output format
+#: ("Question-1": ["Answer-1"]): they carry no content and would be useless queries.
+_PLACEHOLDER = re.compile(r"^\W*(?:question|answer|q|a)?[\s_-]*\d*\W*$|^\W*(?:question|answer)[\s_-]*\d+\W*$", re.I)
+
+
+def is_placeholder(text: str) -> bool:
+    """True for empty strings and copied template slots such as 'Question-1' or '<Answer-2>'."""
+    return bool(_PLACEHOLDER.match(text.strip()))
+
+
+def _drop_placeholders(pairs: Sequence[tuple[str, tuple[str, ...]]]) -> tuple[list[tuple[str, tuple[str, ...]]], bool]:
+    kept, dropped = [], False
+    for q, answers in pairs:
+        real = tuple(a for a in answers if not is_placeholder(a))
+        dropped |= len(real) != len(answers)
+        if is_placeholder(q):
+            dropped = True
+            continue
+        kept.append((q, real))
+    return kept, dropped
 
 
 def hyde_prompt_hash(prompt: str = "hyde.txt") -> str:
@@ -80,13 +101,14 @@ def parse_hyde(text: str, claim: Claim, cfg: HydeConfig, finish_reason: str = ""
     the position. Fewer than ``cfg.min_questions`` adds flag ``hyde_few_questions``."""
     try:
         parsed = parse_hyde_output(text, truncated=finish_reason == "length")
-        pairs = _dedupe(parsed.pairs)
+        pairs, dropped = _drop_placeholders(_dedupe(parsed.pairs))
     except Exception as exc:  # noqa: BLE001 - belt and braces: a parser bug must not kill a batch
         log.error("claim %s: stage-1 parser failed: %s", claim.index, exc)
         return _claim_fallback(claim, ("hyde_no_label", f"hyde_parse_error: {exc}"), text)
+    extra = ("hyde_placeholders_dropped",) if dropped else ()
     if not pairs:
-        return _claim_fallback(claim, parsed.flags, text)
-    flags = list(parsed.flags)
+        return _claim_fallback(claim, (*parsed.flags, *extra), text)
+    flags = [*parsed.flags, *extra]
     if len(pairs) > cfg.max_questions:
         flags.append("hyde_clamped")
         pairs = pairs[: cfg.max_questions]
