@@ -23,7 +23,7 @@ SCHEMA_FILE = "hyde_schema.json"
 _UNKNOWN = "Unknown"
 #: Template placeholders a weak model copies from the prompt's output format
 #: ("Question-1": ["Answer-1"]): they carry no content and would be useless queries.
-_PLACEHOLDER = re.compile(r"^\W*(?:question|answer|q|a)?[\s_-]*\d*\W*$|^\W*(?:question|answer)[\s_-]*\d+\W*$", re.I)
+_PLACEHOLDER = re.compile(r"^\W*(?:(?:question|answer)[\s_-]*\d*)?\W*$", re.I)
 
 
 def is_placeholder(text: str) -> bool:
