@@ -159,7 +159,7 @@ def write(args: argparse.Namespace, rows: list[dict]) -> None:
             "cpus": mp.cpu_count(), "note": "2-core machine shared with other engineers' jobs (load average ~8-11)"}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_bytes(orjson.dumps({"meta": meta, "claims": rows}, option=orjson.OPT_INDENT_2))
+    Path(f"{out}.json").write_bytes(orjson.dumps({"meta": meta, "claims": rows}, option=orjson.OPT_INDENT_2))
     stages = ["load", "segment", "index", "bm25_query", "model_load", "semantic_chunking", "embedding", "faiss"]
     lines = [f"# Retrieval benchmark ({args.label or args.store}; engine `{args.engine}`)", "", meta["note"], "",
              "| claim | MB | docs | segments | " + " | ".join(stages) + " | coarse s | peak RSS MB | ref coarse s | ref RSS MB | speed-up | overlap same tokens | overlap nltk ref |",
@@ -171,7 +171,7 @@ def write(args: argparse.Namespace, rows: list[dict]) -> None:
                      + f" | {o['coarse_s']} | {o['peak_rss_mb']} | {ref.get('coarse_s', '–')} | {ref.get('peak_rss_mb', '–')}"
                      + f" | {r.get('speedup_coarse', '–')} | {o.get('overlap_rank_bm25_same_tokens', '–')} | {r.get('overlap_nltk_reference', '–')} |")
     lines += ["", "Seconds per sub-stage; peak RSS = max resident set of the claim's own process (one worker)."]
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    Path(f"{out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -135,7 +135,7 @@ def write_report(args, cfg, rows, scored, n_snip, n_bad, wall, configured_t) -> 
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_bytes(orjson.dumps({"summary": summary, "claims": rows}, option=orjson.OPT_INDENT_2))
+    Path(f"{out}.json").write_bytes(orjson.dumps({"summary": summary, "claims": rows}, option=orjson.OPT_INDENT_2))
     lines = [
         f"# Stage 2 quality on the surrogate store (claims {args.indices}, gold Q+A as queries)", "",
         f"- claims: {len(rows)} ({len(with_gold)} with gold documents); engine `{cfg.engine}`, retriever `{cfg.retriever.model}`",
@@ -146,7 +146,7 @@ def write_report(args, cfg, rows, scored, n_snip, n_bad, wall, configured_t) -> 
     ]
     lines += [f"| {g['threshold']:.2f} | {g['snippets']} | {g['gold_precision']:.3f} | {g['gold_recall']:.3f} | {g['f1']:.3f} | {g['claims_with_gold_snippet']:.3f} |" for g in grid]
     lines += ["", f"Best-F1 threshold: {best['threshold']:.2f}; configured (profile): {configured_t}."]
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    Path(f"{out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
