@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -55,6 +57,9 @@ class RunOptions:
     quiet: bool = False
     overrides: dict[str, Any] | None = None
     models_dir: str | None = None
+    overlap: bool | None = None
+    """Run stage 2 (CPU pool) while stage 1 generates the next wave. None: on when stage 1
+    runs on a GPU/server backend (vllm, openai_http), where the CPU is otherwise idle."""
     argv: list[str] = field(default_factory=list)
 
 
@@ -134,7 +139,8 @@ class _Run:
         self.t0 = time.perf_counter()
 
     # ------------------------------------------------------------------ stage 1
-    def stage_hyde(self, claims: list[Claim], level: int) -> None:
+    def stage_hyde(self, claims: list[Claim], level: int,
+                   on_wave: Callable[[list[HydeResult]], None] | None = None, n_waves: int = 1) -> None:
         from sanctuary_local.llm import make_backend
         from sanctuary_local.stages import hyde as hyde_stage
 
@@ -145,7 +151,10 @@ class _Run:
         with self.reporter.stage("hyde", len(todo)) as st:
             backend = st.timed_load(lambda: make_backend(cfg.hyde.llm, cfg.models_dir))
             try:
-                for wave in _waves(todo, _wave_size(cfg.hyde.llm)):
+                size = _wave_size(cfg.hyde.llm)
+                if n_waves > 1:  # overlapping: at least n_waves waves so stage 2 starts early
+                    size = max(1, min(size, max(8, -(-len(todo) // n_waves))))
+                for wave in _waves(todo, size):
                     t = time.perf_counter()
                     results = _resilient(
                         wave, lambda w: hyde_stage.run_hyde(w, backend, cfg.hyde),
@@ -155,6 +164,8 @@ class _Run:
                     for c, r in zip(wave, results):
                         self.hyde.append(c.index, r, {"seconds": per, "budget_level": level})
                         st.advance(r.generation.prompt_tokens, r.generation.completion_tokens)
+                    if on_wave is not None:
+                        on_wave(results)
             finally:
                 backend.close()
 
@@ -173,6 +184,46 @@ class _Run:
 
             run_retrieval(self.opts.store, todo, cfg.retrieval, models_dir=cfg.models_dir,
                           workers=cfg.retrieval.workers, on_result=done)
+
+    # ------------------------------------------------------- stages 1+2 overlapped
+    def stage_hyde_overlapping_retrieval(self, claims: list[Claim], level: int) -> None:
+        """Stage 1 in waves; each finished wave's claims go straight to the retrieval pool,
+        so CPU retrieval runs while the GPU generates the next wave. Results are identical
+        to the stage-major order (every claim's retrieval depends only on its own queries)."""
+        from sanctuary_local.stages.evidence import RetrievalPool
+
+        todo = [c for c in claims if c.index not in self.evidence]
+        if not todo:
+            return self.stage_hyde(claims, level)
+        cfg = apply_level(self.cfg, level)
+        lock = threading.Lock()
+        futures: list[Any] = []
+        with self.reporter.stage("retrieval", len(todo)) as st, RetrievalPool(
+            self.opts.store, cfg.retrieval, models_dir=cfg.models_dir, workers=cfg.retrieval.workers
+        ) as pool:
+            def done(fut: Any) -> None:
+                ev: ClaimEvidence = fut.result()
+                with lock:  # callbacks may come from the pool's thread
+                    self.evidence.append(ev.claim_index, ev, {"seconds": float(ev.timings.get("total", 0.0)),
+                                                              "budget_level": level, "overlapped": True})
+                    st.advance()
+
+            def submit(results: list[HydeResult]) -> None:
+                for h in results:
+                    if h.claim_index not in self.evidence:
+                        fut = pool.submit(h)
+                        futures.append(fut)
+                        fut.add_done_callback(done)
+
+            submit([self.hyde.records[c.index] for c in todo if c.index in self.hyde])  # resumed claims first
+            self.stage_hyde(claims, level, on_wave=submit, n_waves=4)
+            wait(futures)
+        log.info("stages 1+2 overlapped for %d claims", len(todo))
+
+    def overlapping(self) -> bool:
+        if self.opts.overlap is not None:
+            return self.opts.overlap
+        return self.cfg.hyde.llm.backend in ("vllm", "openai_http")
 
     # ------------------------------------------------------------------ stage 3
     def stage_verdict(self, claims: list[Claim], level: int) -> None:
@@ -224,8 +275,12 @@ class _Run:
     def execute(self) -> None:
         claims = self.claims
         if self.planner is None:
-            for name in STAGES:
-                getattr(self, f"stage_{name}")(claims, 0)
+            if self.overlapping():
+                self.stage_hyde_overlapping_retrieval(claims, 0)
+            else:
+                self.stage_hyde(claims, 0)
+                self.stage_retrieval(claims, 0)
+            self.stage_verdict(claims, 0)
             return
         pilot_n = min(len(claims), max(2, min(8, len(claims) // 20)))
         pilot, rest = claims[:pilot_n], claims[pilot_n:]

@@ -142,6 +142,17 @@ def test_kill_and_resume_matches_uninterrupted_run(reference_run: Path, tmp_path
     assert _comparable(out) == _comparable(reference_run)
 
 
+def test_overlapped_retrieval_gives_identical_results(reference_run: Path, tmp_path: Path) -> None:
+    """Stage 2 in a 2-process pool fed wave by wave during stage 1 (forced on; auto only
+    turns it on for GPU/server backends) gives exactly the stage-major results."""
+    out = tmp_path / "overlap"
+    summary = run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=out,
+                                      profile=TINY, workers=2, quiet=True, overlap=True))
+    assert summary.n_claims == N_EXAMPLES
+    assert "stages 1+2 overlapped" in (out / "run.log").read_text()
+    assert _comparable(out) == _comparable(reference_run)
+
+
 def test_corrupted_and_missing_store_files_are_isolated(tmp_path: Path) -> None:
     store = tmp_path / "store"
     shutil.copytree(EXAMPLES / "store", store)

@@ -14,7 +14,7 @@ import os
 import re
 import time
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -31,7 +31,7 @@ from sanctuary_local.retrieval.dense import dense_search, select_snippets
 from sanctuary_local.retrieval.embed import Embedder
 from sanctuary_local.retrieval.segment import Corpus, build_corpus
 
-__all__ = ["EvidenceRetriever", "run_retrieval"]
+__all__ = ["EvidenceRetriever", "RetrievalPool", "run_retrieval"]
 
 #: Dense candidates examined per query before dedup/threshold (×max_snippets).
 CANDIDATES_PER_SNIPPET = 8
@@ -188,6 +188,63 @@ def _one_claim(claim_index: int, queries: tuple[Query, ...]) -> ClaimEvidence:
         return ClaimEvidence(claim_index, tuple(QueryEvidence(q) for q in queries), (f"retrieval_error: {msg}",))
 
 
+class RetrievalPool:
+    """A persistent pool of retrieval workers (each loads the models once and opens the
+    store itself). ``submit`` returns a future of a ``ClaimEvidence``; a worker crash
+    becomes a flagged result, never an exception. ``workers == 1`` runs in-process.
+
+    Used by ``run_retrieval`` and by the pipeline to overlap stage 2 on the CPU with
+    stage-1 generation on the GPU (claims in waves)."""
+
+    def __init__(self, store_path: str | Path, cfg: RetrievalConfig, *, models_dir: str | Path = "models",
+                 workers: int | None = None) -> None:
+        self.store_path = Path(store_path)
+        self.workers = max(1, workers or cfg.workers or os.cpu_count() or 1)
+        self._exists = self.store_path.exists()
+        self._pool: ProcessPoolExecutor | None = None
+        if not self._exists:
+            return
+        if self.workers == 1:
+            _init_worker(cfg, str(models_dir), str(store_path))
+        else:
+            ctx = get_context("spawn")  # fork + torch threads deadlocks; spawn is safe everywhere
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init_worker,
+                                             initargs=(cfg, str(models_dir), str(store_path)))
+
+    def submit(self, hyde: HydeResult) -> Future:
+        """Retrieve one claim; the future's result is its ``ClaimEvidence``."""
+        i, qs = hyde.claim_index, tuple(hyde.queries)
+        if self._pool is None:
+            fut: Future = Future()
+            fut.set_result(_one_claim(i, qs) if self._exists else
+                           ClaimEvidence(i, tuple(QueryEvidence(q) for q in qs), ("store_missing",)))
+            return fut
+        inner = self._pool.submit(_one_claim, i, qs)
+        outer: Future = Future()
+
+        def relay(f: Future) -> None:
+            try:
+                outer.set_result(f.result())
+            except Exception as exc:  # noqa: BLE001 - a worker died (e.g. killed for memory)
+                outer.set_result(ClaimEvidence(i, tuple(QueryEvidence(q) for q in qs),
+                                               (f"retrieval_error: worker failed: {exc}",)))
+
+        inner.add_done_callback(relay)
+        return outer
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        _WORKER.clear()
+
+    def __enter__(self) -> RetrievalPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def run_retrieval(
     store_path: str | Path,
     hyde: Sequence[HydeResult],
@@ -198,36 +255,12 @@ def run_retrieval(
     on_result: Callable[[ClaimEvidence], None] | None = None,
 ) -> list[ClaimEvidence]:
     """Stage 2 over a knowledge store; results in input order, ``on_result`` in completion order."""
-    tasks = [(h.claim_index, tuple(h.queries)) for h in hyde]
-    if not Path(store_path).exists():
-        results = [ClaimEvidence(i, tuple(QueryEvidence(q) for q in qs), ("store_missing",)) for i, qs in tasks]
-        for r in results:
-            if on_result:
-                on_result(r)
-        return results
-    n = max(1, min(workers or cfg.workers or os.cpu_count() or 1, len(tasks) or 1))
-    results: list[ClaimEvidence | None] = [None] * len(tasks)
-    if n == 1:
-        _init_worker(cfg, str(models_dir), str(store_path))
-        try:
-            for pos, (i, qs) in enumerate(tasks):
-                results[pos] = _one_claim(i, qs)
-                if on_result:
-                    on_result(results[pos])  # type: ignore[arg-type]
-        finally:
-            _WORKER.clear()
-        return results  # type: ignore[return-value]
-    ctx = get_context("spawn")  # fork + torch threads deadlocks; spawn is safe everywhere
-    with ProcessPoolExecutor(n, mp_context=ctx, initializer=_init_worker, initargs=(cfg, str(models_dir), str(store_path))) as pool:
-        futures = {pool.submit(_one_claim, i, qs): pos for pos, (i, qs) in enumerate(tasks)}
+    n = max(1, min(workers or cfg.workers or os.cpu_count() or 1, len(hyde) or 1))
+    with RetrievalPool(store_path, cfg, models_dir=models_dir, workers=n) as pool:
+        futures = {pool.submit(h): pos for pos, h in enumerate(hyde)}
+        results: list[ClaimEvidence | None] = [None] * len(hyde)
         for fut in as_completed(futures):
-            pos = futures[fut]
-            try:
-                res = fut.result()
-            except Exception as exc:  # noqa: BLE001 - a worker died (e.g. killed for memory)
-                i, qs = tasks[pos]
-                res = ClaimEvidence(i, tuple(QueryEvidence(q) for q in qs), (f"retrieval_error: worker failed: {exc}",))
-            results[pos] = res
+            results[futures[fut]] = res = fut.result()
             if on_result:
                 on_result(res)
     return results  # type: ignore[return-value]
