@@ -37,7 +37,7 @@ R = TypeVar("R")
 #: Flag prefixes that mark a claim as degraded (something failed; a fallback was used).
 DEGRADING = (
     "store_missing", "store_problems", "no_documents", "retrieval_error",
-    "hyde_llm_error", "hyde_claim_fallback", "verdict_llm_error", "verdict_unparsed",
+    "hyde_llm_error", "hyde_claim_fallback", "verdict_llm_error", "verdict_label_fallback",
 )
 
 
