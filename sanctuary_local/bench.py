@@ -136,11 +136,11 @@ def write_chart(results: list[dict[str, Any]], path: Path) -> Path:
 def write_result(res: dict[str, Any], results_dir: Path) -> list[Path]:
     """``bench_<label>.json``, ``.md`` and ``.png`` under ``results_dir``."""
     results_dir.mkdir(parents=True, exist_ok=True)
-    stem = results_dir / f"bench_{res['label']}"
-    json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
+    stem = f"bench_{res['label']}"  # not Path.with_suffix: a label like "scale0.05" has a dot
+    json_path, md_path = results_dir / f"{stem}.json", results_dir / f"{stem}.md"
     json_path.write_text(json.dumps(res, indent=2) + "\n", "utf-8")
     md_path.write_text(to_markdown(res), "utf-8")
-    return [json_path, md_path, write_chart([res], stem.with_suffix(".png"))]
+    return [json_path, md_path, write_chart([res], results_dir / f"{stem}.png")]
 
 
 def load_timings(path: Path) -> dict[str, Any]:
