@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install -e ".[cpu,dev]"
-	bash scripts/install_nltk_data.sh $(BIN)/python
+	bash scripts/install_nltk_data.sh $(BIN)/python || echo "warning: WordNet 3.0 not installed: only \`sanctuary-local eval\` (METEOR) needs it, see docs/evaluation.md" >&2
 	touch $@
 
 install: $(STAMP)
