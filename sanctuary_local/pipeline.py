@@ -97,6 +97,40 @@ def select_claims(claims: list[Claim], claims_range: str | None, limit: int | No
     return claims
 
 
+#: Python module each backend needs (checked before anything runs).
+_BACKEND_MODULES = {"vllm": ("vllm", "gpu"), "llama_cpp": ("llama_cpp", "cpu"), "openai_http": (None, None)}
+
+
+def preflight(cfg: Config) -> None:
+    """Check every model and backend the run needs before any work starts, and report
+    all problems at once (a missing Phi-4 should not surface after an hour of stage 1)."""
+    import importlib.util
+
+    from sanctuary_local.models import resolve_model
+
+    problems: list[str] = []
+    for where, llm in (("hyde.llm", cfg.hyde.llm), ("verdict.llm", cfg.verdict.llm)):
+        if llm.backend not in _BACKEND_MODULES:
+            problems.append(f"{where}.backend: unknown backend '{llm.backend}' (valid: {', '.join(_BACKEND_MODULES)})")
+            continue
+        module, extra = _BACKEND_MODULES[llm.backend]
+        if module and importlib.util.find_spec(module) is None:
+            problems.append(f"{where}: backend '{llm.backend}' needs the package '{module}': pip install 'sanctuary-local[{extra}]'")
+        if llm.backend == "openai_http" and not llm.base_url:
+            problems.append(f"{where}: backend 'openai_http' needs base_url")
+    roles = [("hyde.llm.model", cfg.hyde.llm), ("verdict.llm.model", cfg.verdict.llm),
+             ("retrieval.sts.model", cfg.retrieval.sts), ("retrieval.retriever.model", cfg.retrieval.retriever)]
+    for where, section in roles:
+        if getattr(section, "backend", None) == "openai_http":
+            continue  # the server holds the model
+        try:
+            resolve_model(section.model, cfg.models_dir)
+        except UserError as exc:
+            problems.append(f"{where}: {exc}")
+    if problems:
+        raise UserError("cannot start the run:\n  - " + "\n  - ".join(problems))
+
+
 def degraded_reasons(flags: Sequence[str]) -> list[str]:
     return sorted({f.split(":")[0] for f in flags if f.split(":")[0].startswith(DEGRADING)})
 
@@ -115,6 +149,7 @@ class _Run:
         if opts.models_dir:
             cfg.models_dir = opts.models_dir
         self.cfg: Config = cfg
+        preflight(cfg)
         self.store = KnowledgeStore(opts.store)
         self.claims = select_claims(read_claims(opts.claims), opts.claims_range, opts.limit)
         self.by_index = {c.index: c for c in self.claims}

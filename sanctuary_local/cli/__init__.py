@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc = app(args=argv, standalone_mode=False)
     except UserError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        from rich.markup import escape  # messages hold brackets, e.g. pip install 'sanctuary-local[gpu]'
+
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 2
     except typer.Exit as exc:
         return exc.exit_code

@@ -1,0 +1,30 @@
+"""A run that cannot work says everything that is missing before it writes anything."""
+
+from pathlib import Path
+
+import pytest
+
+from sanctuary_local.config import load_config
+from sanctuary_local.errors import UserError
+from sanctuary_local.pipeline import RunOptions, preflight, run_pipeline
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_missing_paper_models_are_all_named_and_nothing_is_written(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(UserError) as err:
+        run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=out,
+                                profile="paper", models_dir=str(tmp_path / "no-models"), quiet=True))
+    msg = str(err.value)
+    for where in ("hyde.llm.model", "verdict.llm.model", "retrieval.sts.model", "retrieval.retriever.model"):
+        assert where in msg
+    assert "models fetch paper" in msg
+    assert not out.exists()
+
+
+def test_cpu_profile_passes_preflight_and_bad_backend_settings_fail() -> None:
+    preflight(load_config("cpu"))  # packaged models: nothing missing
+    cfg = load_config("cpu", {"verdict": {"llm": {"backend": "openai_http"}}})
+    with pytest.raises(UserError, match="verdict.llm: backend 'openai_http' needs base_url"):
+        preflight(cfg)
