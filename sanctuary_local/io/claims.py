@@ -19,32 +19,17 @@ from typing import Any
 import orjson
 
 from sanctuary_local.errors import UserError
+from sanctuary_local.io.files import read_utf8
 from sanctuary_local.records import LABELS, Claim, GoldAnswer, GoldQuestion
 
 __all__ = ["read_claims", "claim_to_official", "parse_claim", "load_json_file"]
 
 
 def load_json_file(path: str | Path, what: str = "JSON file") -> Any:
-    """Read and parse a whole JSON file, turning every failure into a UserError.
-
-    Non-UTF-8 bytes are an error (not replaced): a claims or predictions file is small
-    and hand-made data, so silently mangling it would hide the mistake."""
+    """Read and parse a whole JSON file, turning every failure into a UserError
+    (see ``files.read_utf8``); invalid JSON is reported with line and column."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{path}: {what} not found") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, expected a {what}") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read {what}: {exc.strerror}") from None
-    if not raw.strip():
-        raise UserError(f"{path}: {what} is empty")
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise UserError(f"{path}:{line}: not UTF-8 (byte offset {exc.start}: {exc.reason})") from None
+    raw = read_utf8(path, what)
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sanctuary_local.errors import UserError
+from sanctuary_local.io.files import read_utf8
 
 HEADER = ("id", "claim", "evi", "label", "split")
 QA_SEP = "\t\t\n"
@@ -59,14 +60,7 @@ def parse_evi(evi: str) -> list[tuple[str, str]]:
 def read_leaderboard_csv(path: str | Path) -> list[LeaderboardRow]:
     """Read a leaderboard/solution CSV; a bad header or row is a UserError naming file:line."""
     path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 (byte {exc.start}): {exc.reason}") from None
-    if not text.strip():
-        raise UserError(f"{path}: file is empty")
+    text = read_utf8(path, "leaderboard CSV").decode("utf-8")
     reader = csv.reader(io.StringIO(text, newline=""))
     header = next(reader)
     if tuple(h.strip() for h in header) != HEADER:
