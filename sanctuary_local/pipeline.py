@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import wait
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -173,36 +174,46 @@ class _Run:
         )
         self.t0 = time.perf_counter()
 
+    # ------------------------------------------------------------ LLM stages
+    def _llm_waves(self, st: Any, llm_cfg: Any, models_dir: str, todo: list[Any], size: int,
+                   run: Callable[[Any, list[Any]], list[R]], fallback: Callable[[Any, Exception], R]):
+        """Load a stage's model once, run ``todo`` wave by wave (a failing wave is split,
+        see ``_resilient``), yield ``(wave, results, seconds per item)``, then release the
+        model so the next stage's can load."""
+        from sanctuary_local.llm import make_backend
+
+        backend = st.timed_load(lambda: make_backend(llm_cfg, models_dir))
+        try:
+            for wave in _waves(todo, size):
+                t = time.perf_counter()
+                results = _resilient(wave, lambda w: run(backend, w), fallback)
+                yield wave, results, (time.perf_counter() - t) / len(wave)
+        finally:
+            backend.close()
+
     # ------------------------------------------------------------------ stage 1
     def stage_hyde(self, claims: list[Claim], level: int,
                    on_wave: Callable[[list[HydeResult]], None] | None = None, n_waves: int = 1) -> None:
-        from sanctuary_local.llm import make_backend
         from sanctuary_local.stages import hyde as hyde_stage
 
         todo = [c for c in claims if c.index not in self.hyde]
         if not todo:
             return
         cfg = apply_level(self.cfg, level)
+        size = _wave_size(cfg.hyde.llm)
+        if n_waves > 1:  # overlapping: at least n_waves waves so stage 2 starts early
+            size = max(1, min(size, max(8, -(-len(todo) // n_waves))))
         with self.reporter.stage("hyde", len(todo)) as st:
-            backend = st.timed_load(lambda: make_backend(cfg.hyde.llm, cfg.models_dir))
-            try:
-                size = _wave_size(cfg.hyde.llm)
-                if n_waves > 1:  # overlapping: at least n_waves waves so stage 2 starts early
-                    size = max(1, min(size, max(8, -(-len(todo) // n_waves))))
-                for wave in _waves(todo, size):
-                    t = time.perf_counter()
-                    results = _resilient(
-                        wave, lambda w: hyde_stage.run_hyde(w, backend, cfg.hyde),
-                        lambda c, e: _hyde_fallback(c, cfg, e),
-                    )
-                    per = (time.perf_counter() - t) / len(wave)
+            waves = self._llm_waves(st, cfg.hyde.llm, cfg.models_dir, todo, size,
+                                    lambda backend, w: hyde_stage.run_hyde(w, backend, cfg.hyde),
+                                    lambda c, e: _hyde_fallback(c, cfg, e))
+            with closing(waves):
+                for wave, results, per in waves:
                     for c, r in zip(wave, results):
                         self.hyde.append(c.index, r, {"seconds": per, "budget_level": level})
                         st.advance(r.generation.prompt_tokens, r.generation.completion_tokens)
                     if on_wave is not None:
                         on_wave(results)
-            finally:
-                backend.close()
 
     # ------------------------------------------------------------------ stage 2
     def stage_retrieval(self, claims: list[Claim], level: int) -> None:
@@ -262,32 +273,26 @@ class _Run:
 
     # ------------------------------------------------------------------ stage 3
     def stage_verdict(self, claims: list[Claim], level: int) -> None:
-        from sanctuary_local.llm import make_backend
         from sanctuary_local.stages import verdict as verdict_stage
 
-        todo = [c for c in claims if c.index not in self.verdict and c.index in self.evidence]
+        todo = [(c, self.hyde.records[c.index], self.evidence.records[c.index])
+                for c in claims if c.index not in self.verdict and c.index in self.evidence]
         if not todo:
             return
         cfg = apply_level(self.cfg, level)
+
+        def run(backend: Any, w: list[tuple[Claim, HydeResult, ClaimEvidence]]) -> list[Prediction]:
+            return verdict_stage.run_verdict([x[0] for x in w], [x[1] for x in w], [x[2] for x in w], backend, cfg.verdict)
+
         with self.reporter.stage("verdict", len(todo)) as st:
-            backend = st.timed_load(lambda: make_backend(cfg.verdict.llm, cfg.models_dir))
-            try:
-                for wave in _waves(todo, _wave_size(cfg.verdict.llm)):
-                    t = time.perf_counter()
-                    hy = [self.hyde.records[c.index] for c in wave]
-                    ev = [self.evidence.records[c.index] for c in wave]
-                    preds = _resilient(
-                        list(zip(wave, hy, ev)),
-                        lambda w: verdict_stage.run_verdict([x[0] for x in w], [x[1] for x in w], [x[2] for x in w], backend, cfg.verdict),
-                        lambda x, e: _verdict_fallback(x[0], x[1], x[2], e),
-                    )
-                    per = (time.perf_counter() - t) / len(wave)
-                    for c, p in zip(wave, preds):
+            waves = self._llm_waves(st, cfg.verdict.llm, cfg.models_dir, todo, _wave_size(cfg.verdict.llm), run,
+                                    lambda x, e: _verdict_fallback(x[0], x[1], x[2], e))
+            with closing(waves):
+                for wave, preds, per in waves:
+                    for (c, _, _), p in zip(wave, preds):
                         p = self._finish(c, p, per, level, cfg)
                         self.verdict.append(c.index, p, {"seconds": per, "budget_level": level})
                         st.advance(int(p.meta.get("prompt_tokens", 0)), int(p.meta.get("completion_tokens", 0)))
-            finally:
-                backend.close()
 
     def _finish(self, claim: Claim, p: Prediction, verdict_s: float, level: int, cfg: Config) -> Prediction:
         """Attach per-stage timings, budget knobs and upstream flags to the prediction."""
