@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import platform
+import re
 import resource
 import time
 from pathlib import Path
@@ -53,13 +55,12 @@ def _queries(store: str, claim: int) -> list[Query]:
 def ours(store: str, claim: int, engine: str, semantic_queries: int, check_ref: bool) -> dict[str, Any]:
     """Our pipeline on one claim, sub-stage by sub-stage."""
     from sanctuary_local.retrieval.bm25 import make_engine
-    from sanctuary_local.retrieval.segment import build_corpus
+    from sanctuary_local.retrieval.segment import build_corpus, term_hashes
 
-    from sanctuary_local.retrieval.segment import stopwords
-
-    stopwords()  # one-time per-process import of bm25s's list: not a per-claim cost
     cfg = load_config("cpu").retrieval
     laps = Laps()
+    term_hashes("warm up")  # one-time per-process set-up (code-point tables, stop list): not per claim
+    laps.lap("setup")
     loaded = KnowledgeStore(store).load(claim)
     docs, queries = loaded.documents, _queries(store, claim)
     laps.lap("load")
@@ -72,10 +73,12 @@ def ours(store: str, claim: int, engine: str, semantic_queries: int, check_ref: 
     top = [eng.search(q, cfg.top_k_segments)[0] for q in qids]
     laps.lap("bm25_query")
     info: dict[str, Any] = {"docs": len(docs), "mb": round(loaded.n_bytes / 1e6, 1), "segments": len(corpus.segments),
-                            "terms": int(corpus.ids.size), "queries": len(queries), "top": [t.tolist() for t in top]}
+                            "terms": int(corpus.lengths.sum()), "queries": len(queries), "top": [t.tolist() for t in top]}
     if check_ref:  # rank-bm25 on the very same term ids: the ≥ 0.95 overlap requirement
         ref = make_engine("rank_bm25", cfg.bm25_k1, cfg.bm25_b)
-        ref.index(corpus)
+        ref_corpus = build_corpus(docs, cfg.segment_tokens, token_ids=True)
+        ref.index(ref_corpus)
+        del ref_corpus
         ov = [len(set(t.tolist()) & set(ref.search(q, cfg.top_k_segments)[0].tolist())) / max(1, len(t)) for t, q in zip(top, qids)]
         info["overlap_rank_bm25_same_tokens"] = round(float(np.mean(ov)), 4)
         laps.t = time.perf_counter()
@@ -104,7 +107,6 @@ def reference(store: str, claim: int) -> dict[str, Any]:
     from rank_bm25 import BM25Okapi
 
     from sanctuary_local.retrieval.bm25 import top_k
-    from sanctuary_local.retrieval.segment import segment_document
 
     cfg = load_config("cpu").retrieval
     laps = Laps()
@@ -112,9 +114,10 @@ def reference(store: str, claim: int) -> dict[str, Any]:
     laps.lap("load")
     # preserve_line=True: Treebank word tokenizer without Punkt (its data is not installed offline)
     tok = lambda s: nltk.word_tokenize(s.lower(), preserve_line=True)  # noqa: E731
-    segs = [(d, s) for d in docs for s in segment_document(d, cfg.segment_tokens)]
-    texts = {d.position: d.text for d in docs}
-    corpus = [tok(texts[s.doc_position][s.start : s.end]) for _, s in segs]
+    # segments by the plain regex definition (≤ 500 \w+ tokens with their leading separators):
+    # the same spans as ours, computed the straightforward way
+    seg_re = re.compile(rf"(?:\W*\w+){{1,{cfg.segment_tokens}}}")
+    corpus = [tok(m.group()) for d in docs for m in seg_re.finditer(d.text)]
     laps.lap("segment_tokenize")
     bm = BM25Okapi(corpus, k1=cfg.bm25_k1, b=cfg.bm25_b)
     laps.lap("index")
@@ -138,8 +141,10 @@ def main() -> None:
     ap.add_argument("--no-reference", action="store_true")
     ap.add_argument("--label", default="", help="free text stored with the results (e.g. scale)")
     ap.add_argument("--out", default="benchmarks/results/retrieval")
+    ap.add_argument("--note", default="", help="free text about the machine's state, stored with the results")
     args = ap.parse_args()
     rows = []
+    args.load_before = [round(x, 2) for x in os.getloadavg()]
     for c in (int(x) for x in args.claims.split(",")):
         row = {"claim": c, "ours": _in_child(ours, args.store, c, args.engine, args.semantic_queries, not args.no_reference)}
         if not args.no_reference:
@@ -155,12 +160,15 @@ def main() -> None:
 
 
 def write(args: argparse.Namespace, rows: list[dict]) -> None:
+    load_after = [round(x, 2) for x in os.getloadavg()]
     meta = {"store": args.store, "engine": args.engine, "label": args.label, "python": platform.python_version(),
-            "cpus": mp.cpu_count(), "note": "2-core machine shared with other engineers' jobs (load average ~8-11)"}
+            "cpus": mp.cpu_count(), "numpy": np.__version__, "loadavg_1_5_15_before": args.load_before,
+            "loadavg_1_5_15_after": load_after,
+            "note": f"{mp.cpu_count()} CPUs; load average (1/5/15 min) before {args.load_before}, after {load_after}. {args.note}".strip()}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{out}.json").write_bytes(orjson.dumps({"meta": meta, "claims": rows}, option=orjson.OPT_INDENT_2))
-    stages = ["load", "segment", "index", "bm25_query", "model_load", "semantic_chunking", "embedding", "faiss"]
+    stages = ["load", "setup", "segment", "index", "bm25_query", "model_load", "semantic_chunking", "embedding", "faiss"]
     lines = [f"# Retrieval benchmark ({args.label or args.store}; engine `{args.engine}`)", "", meta["note"], "",
              "| claim | MB | docs | segments | " + " | ".join(stages) + " | coarse s | peak RSS MB | ref coarse s | ref RSS MB | speed-up | overlap same tokens | overlap nltk ref |",
              "|" + "---|" * (len(stages) + 11)]

@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from sanctuary_local.errors import UserError
 from sanctuary_local.records import Document
 from sanctuary_local.retrieval.bm25 import ENGINES, index_cache_path, load_cached, make_engine, save_cached, top_k
-from sanctuary_local.retrieval.segment import build_corpus, segment_document, tokenize
+from sanctuary_local.retrieval.segment import (
+    build_corpus,
+    segment_document,
+    term_hash_reference,
+    term_hashes,
+    tokenize,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,14 +63,75 @@ def test_segments_reconstruct_and_tile(lines: list[str], n: int) -> None:
     assert sum(s.n_tokens for s in segs) == len(__import__("re").findall(r"\w+", text))
 
 
+def _regex_segments(text: str, n: int) -> list[tuple[int, int, int]]:
+    """Independent definition of the segmentation: ≤ n ``\\w+`` tokens with their leading separators."""
+    import re
+
+    return [(m.start(), m.end(), len(re.findall(r"\w+", m.group()))) for m in re.finditer(rf"(?:\W*\w+){{1,{n}}}", text)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(docs=st.lists(st.lists(text_st, max_size=4), max_size=5), n=st.integers(1, 9))
+def test_build_corpus_segments_equal_regex_definition(docs: list[list[str]], n: int) -> None:
+    documents = [Document(0, i, f"u{i}", tuple(lines)) for i, lines in enumerate(docs)]
+    corpus = build_corpus(documents, n, token_ids=True)
+    expected = [(d.position, *span) for d in documents for span in _regex_segments(d.text, n)]
+    assert [(s.doc_position, s.start, s.end, s.n_tokens) for s in corpus.segments] == expected
+    assert [s for d in documents for s in segment_document(d, n)] == corpus.segments
+    assert corpus.doc_tokens == {d.position: len(__import__("re").findall(r"\w+", d.text)) for d in documents}
+    # BM25 lengths and postings agree with the per-segment term lists
+    for k, ids in enumerate(corpus.token_lists()):
+        s = corpus.segments[k]
+        terms = tokenize(documents[s.doc_position].text[s.start : s.end])
+        assert corpus.lengths[k] == len(terms) == len(ids)
+    tf = {}
+    for t in range(corpus.n_terms):
+        for a in range(corpus.indptr[t], corpus.indptr[t + 1]):
+            tf[(int(corpus.rows[a]), t)] = int(corpus.tf[a])
+    counted: dict = {}
+    for k, ids in enumerate(corpus.token_lists()):
+        for t in ids.tolist():
+            counted[(k, t)] = counted.get((k, t), 0) + 1
+    assert tf == counted
+
+
+def test_word_table_is_regex_w_on_every_code_point() -> None:
+    import re
+
+    from sanctuary_local.retrieval.segment import _tables
+
+    word, _ = _tables()
+    rx = re.compile(r"\w")
+    assert [c for c in range(0x110000) if bool(rx.match(chr(c))) != bool(word[c])] == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=text_st)
+def test_vectorised_hash_equals_reference(text: str) -> None:
+    import re
+
+    from sanctuary_local.retrieval.segment import _lower_map
+
+    words = [w.translate(_lower_map()) for w in re.findall(r"\w+", text)]
+    assert term_hashes(text).tolist() == [term_hash_reference(w) for w in words]
+
+
+def test_hash_is_case_folded_and_position_free() -> None:
+    h = term_hashes("Paris  PARIS paris, Pari parisx İstanbul")
+    assert h[0] == h[1] == h[2] and len({h[2], h[3], h[4]}) == 3
+    assert h[5] == term_hash_reference("istanbul")  # simple lower-case mapping of İ is i
+    assert tokenize("The Eiffel tower is IN Paris") == ["eiffel", "tower", "paris"]
+
+
 def test_corpus_matches_per_segment_tokenisation(synthetic_claim) -> None:
     docs, _ = synthetic_claim
-    corpus = build_corpus(docs, 50)
-    inv = {i: t for t, i in corpus.vocab.items()}
+    corpus = build_corpus(docs, 50, token_ids=True)
     for k in range(0, len(corpus.segments), 97):
         s = corpus.segments[k]
         text = docs[s.doc_position].text[s.start : s.end]
-        assert [inv[i] for i in corpus.token_lists()[k].tolist()] == tokenize(text)
+        keys = np.array([term_hash_reference(t) for t in tokenize(text)], dtype=np.uint64)
+        assert corpus.token_lists()[k].tolist() == corpus.keys_to_ids(keys).tolist()
+        assert (corpus.token_lists()[k] >= 0).all()
 
 
 def _overlap(a: np.ndarray, b: np.ndarray) -> float:
@@ -74,7 +141,7 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> float:
 @pytest.mark.parametrize("engine", ["sparse", "bm25s"])
 def test_engine_top125_overlaps_rank_bm25(engine: str, synthetic_claim) -> None:
     docs, queries = synthetic_claim
-    corpus = build_corpus(docs, 100)
+    corpus = build_corpus(docs, 100, token_ids=True)
     assert len(corpus.segments) > 300  # k = 125 must be a real cut
     ref, eng = make_engine("rank_bm25"), make_engine(engine)
     ref.index(corpus)
@@ -90,7 +157,7 @@ def test_engine_top125_overlaps_rank_bm25(engine: str, synthetic_claim) -> None:
 
 def test_sparse_scores_equal_rank_bm25(synthetic_claim) -> None:
     docs, queries = synthetic_claim
-    corpus = build_corpus(docs[:60], 100)
+    corpus = build_corpus(docs[:60], 100, token_ids=True)
     ref, eng = make_engine("rank_bm25"), make_engine("sparse")
     ref.index(corpus)
     eng.index(corpus)
@@ -106,7 +173,7 @@ def test_surrogate_overlap_with_reference(surrogate_store: Path, dev_claims_path
     store, claims = KnowledgeStore(surrogate_store), read_claims(dev_claims_path)[:20]
     overlaps = []
     for c in claims:
-        corpus = build_corpus(store.load(c.index).documents, 40)  # small segments → k is a real cut
+        corpus = build_corpus(store.load(c.index).documents, 40, token_ids=True)  # small segments → k is a real cut
         ref, eng = make_engine("rank_bm25"), make_engine("sparse")
         ref.index(corpus)
         eng.index(corpus)
@@ -127,7 +194,7 @@ def test_unknown_engine_and_empty_corpus() -> None:
     with pytest.raises(UserError, match="valid: bm25s, rank_bm25, sparse"):
         make_engine("nope")
     assert set(ENGINES) == {"sparse", "bm25s", "rank_bm25"}
-    empty = build_corpus([Document(0, 0, "u", ()), Document(0, 1, "v", ("!!! ...",))])
+    empty = build_corpus([Document(0, 0, "u", ()), Document(0, 1, "v", ("!!! ...",))], token_ids=True)
     for name in ENGINES:
         e = make_engine(name)
         e.index(empty)

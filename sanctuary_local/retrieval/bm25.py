@@ -59,6 +59,7 @@ class BM25Engine(Protocol):
     """A BM25 index over one claim's segments."""
 
     name: str
+    needs_token_ids: bool
 
     def index(self, corpus: Corpus) -> None:
         """Build the index from the corpus's per-segment term ids."""
@@ -72,6 +73,8 @@ class BM25Engine(Protocol):
 
 class _Base:
     name = "base"
+    #: True when ``index`` reads per-segment term lists (build the corpus with ``token_ids=True``).
+    needs_token_ids = False
 
     def __init__(self, k1: float = 1.5, b: float = 0.75) -> None:
         if k1 < 0 or not 0 <= b <= 1:
@@ -98,31 +101,23 @@ class SparseBM25(_Base):
 
         n, lengths = len(corpus.segments), corpus.lengths
         self.n_docs = n
-        if n == 0 or corpus.ids.size == 0:
+        if n == 0 or corpus.tf.size == 0:
             self.n_docs, self.matrix = 0, None
             return
-        rows = np.repeat(np.arange(n, dtype=np.int32), lengths)
-        tf = sparse.csc_matrix(
-            (np.ones(corpus.ids.size, dtype=np.float32), (rows, corpus.ids)),
-            shape=(n, max(len(corpus.vocab), int(corpus.ids.max()) + 1)),
-        )
-        tf.sum_duplicates()  # (segment, term) pairs → term frequencies
-        df = np.diff(tf.indptr).astype(np.float64)
+        df = np.diff(corpus.indptr).astype(np.float64)
         idf = np.log(n - df + 0.5) - np.log(df + 0.5)
-        present = df > 0
-        mean_idf = idf[present].mean()
+        mean_idf = idf.mean()
         # rank-bm25's floor ε·mean(idf); one deviation: in tiny corpora (e.g. one segment)
         # the mean is ≤ 0 and rank-bm25 scores every match negatively (= no hit), so the
         # floor is kept positive there.
-        idf[present & (idf < 0)] = EPSILON * mean_idf if mean_idf > 0 else EPSILON
+        idf[idf < 0] = EPSILON * mean_idf if mean_idf > 0 else EPSILON
         dl = lengths.astype(np.float64)
         avgdl = dl.mean() if dl.mean() > 0 else 1.0
         norm = self.k1 * (1 - self.b + self.b * dl / avgdl)
-        data = tf.data.astype(np.float64)
-        seg = tf.indices
-        term = np.repeat(np.arange(tf.shape[1]), np.diff(tf.indptr))
-        tf.data = (idf[term] * data * (self.k1 + 1) / (data + norm[seg])).astype(np.float32)
-        self.matrix = tf
+        tf = corpus.tf.astype(np.float64)
+        term = np.repeat(np.arange(len(df)), np.diff(corpus.indptr))
+        data = (idf[term] * tf * (self.k1 + 1) / (tf + norm[corpus.rows])).astype(np.float32)
+        self.matrix = sparse.csc_matrix((data, corpus.rows, corpus.indptr), shape=(n, len(df)))
 
     def scores(self, query_ids: np.ndarray) -> np.ndarray:
         terms, counts = np.unique(np.asarray(query_ids, dtype=np.int64), return_counts=True)
@@ -133,18 +128,18 @@ class Bm25sBM25(_Base):
     """bm25s (Lù, 2024) with the Robertson variant, fed our term ids."""
 
     name = "bm25s"
+    needs_token_ids = True
 
     def index(self, corpus: Corpus) -> None:
         import bm25s
 
         self.n_docs = len(corpus.segments)
-        if self.n_docs == 0 or corpus.ids.size == 0:
+        if self.n_docs == 0 or corpus.tf.size == 0:
             self.n_docs = 0
             return
         self.model = bm25s.BM25(k1=self.k1, b=self.b, method="robertson")
-        n_terms = max(len(corpus.vocab), int(corpus.ids.max()) + 1)
         ids = [t.tolist() for t in corpus.token_lists()]
-        self.model.index((ids, {i: i for i in range(n_terms)}), create_empty_token=False, show_progress=False)
+        self.model.index((ids, {i: i for i in range(corpus.n_terms)}), create_empty_token=False, show_progress=False)
 
     def scores(self, query_ids: np.ndarray) -> np.ndarray:
         return np.asarray(self.model.get_scores_from_ids(np.asarray(query_ids, dtype=np.int32).tolist()))
@@ -154,12 +149,13 @@ class RankBM25(_Base):
     """rank-bm25's BM25Okapi: the reference the paper and the FEVER-8 baseline use."""
 
     name = "rank_bm25"
+    needs_token_ids = True
 
     def index(self, corpus: Corpus) -> None:
         from sanctuary_local.errors import require
 
         self.n_docs = len(corpus.segments)
-        if self.n_docs == 0 or corpus.ids.size == 0:
+        if self.n_docs == 0 or corpus.tf.size == 0:
             self.n_docs = 0
             return
         rank_bm25 = require("rank_bm25", "dev", "the reference BM25 engine 'rank_bm25'")

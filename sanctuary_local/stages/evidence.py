@@ -11,7 +11,6 @@ claim at a time per worker (bounded memory), as the paper does (§4.2).
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections import defaultdict
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
@@ -37,7 +36,6 @@ __all__ = ["EvidenceRetriever", "RetrievalPool", "run_retrieval"]
 CANDIDATES_PER_SNIPPET = 8
 #: EmbedderConfig fields that decide the loaded weights (prompts/threshold are per call).
 _MODEL_FIELDS = ("model", "trust_remote_code", "device", "max_seq_length")
-_HAS_WORD = re.compile(r"\w")
 
 
 class _Clock:
@@ -80,9 +78,9 @@ class EvidenceRetriever:
             if cached is not None:
                 clock.lap("index_cache_load")
                 return cached
-        corpus = build_corpus(documents, cfg.segment_tokens)
-        clock.lap("segment")
         engine = make_engine(cfg.engine, cfg.bm25_k1, cfg.bm25_b)
+        corpus = build_corpus(documents, cfg.segment_tokens, token_ids=engine.needs_token_ids)
+        clock.lap("segment")
         engine.index(corpus)
         clock.lap("index")
         if path is not None:
@@ -104,17 +102,17 @@ class EvidenceRetriever:
         clock = _Clock()
         claim = documents[0].claim_index if documents else (queries[0].claim_index if queries else -1)
         flags: list[str] = []
-        # "Empty" = nothing BM25 could index: no word character on any line.
-        empty = sum(1 for d in documents if not any(_HAS_WORD.search(line) for line in d.lines))
         if not documents:
             flags.append("no_documents")
-        elif empty:
-            flags.append(f"empty_documents:{empty}")
         if not queries:
             flags.append("no_queries")
         if not documents or not queries:
             return ClaimEvidence(claim, tuple(QueryEvidence(q) for q in queries), tuple(flags), clock.total())
         corpus, engine = self.coarse_index(documents, cache_key, clock)
+        # "Empty" = nothing BM25 could index: no word character in the document.
+        empty = sum(1 for d in documents if not corpus.doc_tokens.get(d.position, 0))
+        if empty:
+            flags.append(f"empty_documents:{empty}")
         hits = self.coarse_search(corpus, engine, queries)
         clock.lap("bm25")
         flags += [f"no_hits:q{q.number}" for q, h in zip(queries, hits) if not h]
