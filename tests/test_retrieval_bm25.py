@@ -219,3 +219,26 @@ def test_index_cache_key_and_roundtrip(tmp_path: Path, synthetic_claim) -> None:
     np.testing.assert_array_equal(eng2.scores(ids), eng.scores(ids))
     p.write_bytes(b"torn")
     assert load_cached(p) is None  # unreadable cache is rebuilt, never trusted
+
+
+@settings(max_examples=40, deadline=None)
+@given(docs=st.lists(st.lists(text_st, max_size=4), min_size=1, max_size=4), n=st.integers(1, 7))
+def test_small_blocks_and_split_documents_change_nothing(docs: list[list[str]], n: int) -> None:
+    """Many blocks and huge documents cut into pieces give the same corpus as one block."""
+    from sanctuary_local.retrieval import segment
+
+    documents = [Document(0, i, f"u{i}", tuple(lines)) for i, lines in enumerate(docs)]
+    whole = build_corpus(documents, n, token_ids=True)
+    text = "\n".join(d.text for d in documents)
+    hashes = term_hashes(text)
+    saved = segment._BLOCK_CHARS
+    segment._BLOCK_CHARS = 5  # every document its own block; anything over 10 chars is split
+    try:
+        split = build_corpus(documents, n, token_ids=True)
+        split_hashes = term_hashes(text)
+    finally:
+        segment._BLOCK_CHARS = saved
+    assert split_hashes.tolist() == hashes.tolist()
+    assert split.segments == whole.segments and split.doc_tokens == whole.doc_tokens
+    for name in ("lengths", "vocab", "indptr", "rows", "tf", "ids", "tok_indptr"):
+        np.testing.assert_array_equal(getattr(split, name), getattr(whole, name))

@@ -119,8 +119,28 @@ def _mix(h: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return h
 
 
+_NON_WORD = re.compile(r"\W")
+
+
 def _tokenize_block(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Token start/end offsets (code points = ``str`` indices) and 64-bit term hashes."""
+    """Token start/end offsets (code points = ``str`` indices) and 64-bit term hashes.
+
+    Text longer than two blocks (one huge document) is cut at a non-word character
+    near every block boundary, so no token is split and memory stays bounded.
+    """
+    if len(text) <= 2 * _BLOCK_CHARS:
+        return _tokenize_piece(text)
+    parts, at = [], 0
+    while at < len(text):
+        m = _NON_WORD.search(text, at + _BLOCK_CHARS) if len(text) - at > 2 * _BLOCK_CHARS else None
+        cut = m.start() + 1 if m else len(text)
+        starts, ends, h = _tokenize_piece(text[at:cut])
+        parts.append((starts + at, ends + at, h))
+        at = cut
+    return tuple(np.concatenate(p) for p in zip(*parts))  # type: ignore[return-value]
+
+
+def _tokenize_piece(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     word, lower = _tables()
     cp = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
     n = len(cp)
