@@ -12,10 +12,11 @@ Definitions (they are what ``TOKENISER_ID`` names):
   lower-case mapping: the first character of ``chr(c).lower()``), minus English stop
   words (bm25s's list). Terms are identified by a 64-bit polynomial hash of their code
   points (mixed with the length, then a splitmix64 finaliser); inside one claim's index
-  the hash is truncated to ``64 − ⌈log2(segments + 1)⌉`` bits (48 up to 65,535 segments, 44 up to ~1 M) so that a term and
-  a segment pack into one integer. Two distinct terms that collide would share postings:
-  for a claim with a million distinct terms the chance of any collision is about 2·10⁻³
-  with 48-bit keys, and BM25 is not affected beyond those two rare terms.
+  the hash is truncated to ``64 − ⌈log2(segments + 1)⌉`` bits (48 up to 65,535
+  segments, 44 up to ~1 M) so that a term and a segment pack into one integer. Two
+  distinct terms that collide would share postings: for a claim with a million distinct
+  terms the chance of any collision is about 2·10⁻³ with 48-bit keys, and BM25 is not
+  affected beyond those two rare terms.
 
 Why hashing: a full-scale claim holds ~100 M characters and ~23 M tokens. Python's
 ``re`` plus a ``dict`` vocabulary cost ~12 s there; this module works on the UTF-32 code
