@@ -18,6 +18,7 @@ Reports, per claim and overall:
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -141,7 +142,8 @@ def write_report(args, cfg, rows, scored, n_snip, n_bad, wall, configured_t) -> 
         f"- claims: {len(rows)} ({len(with_gold)} with gold documents); engine `{cfg.engine}`, retriever `{cfg.retriever.model}`",
         f"- recall of gold documents among the coarse top-{cfg.top_k_segments} segments' documents: **{recall:.3f}**",
         f"- provenance: {n_snip} snippets audited, {n_bad} failures (`doc.text[start:end] == snippet`)",
-        f"- wall time {wall:.0f} s with {args.workers} worker(s) on the shared 2-core machine", "",
+        f"- wall time {wall:.0f} s with {args.workers} worker(s) on {os.cpu_count()} CPUs"
+        f" (load average at the end {', '.join(f'{x:.2f}' for x in os.getloadavg())})", "",
         "| threshold | snippets | precision (gold) | recall (gold) | F1 | claims with a gold snippet |", "|---|---|---|---|---|---|",
     ]
     lines += [f"| {g['threshold']:.2f} | {g['snippets']} | {g['gold_precision']:.3f} | {g['gold_recall']:.3f} | {g['f1']:.3f} | {g['claims_with_gold_snippet']:.3f} |" for g in grid]
