@@ -206,18 +206,11 @@ def _is_stop(h: np.ndarray) -> np.ndarray:
 
 
 def segment_document(doc: Document, n_tokens: int = 500, text: str | None = None) -> list[Segment]:
-    """Cut ``doc`` into zero-overlap segments of ≤ ``n_tokens`` word tokens with exact spans."""
-    text = doc.text if text is None else text
-    starts, ends, _ = _tokenize_block(text)
-    del starts
-    n = len(ends)
-    first = np.arange(0, n, n_tokens)
-    last = np.minimum(first + n_tokens, n) - 1
-    seg_start = np.concatenate([[0], ends[first[1:] - 1]]) if n else first
-    return [
-        Segment(doc.claim_index, doc.position, s, e, c)
-        for s, e, c in zip(seg_start.tolist(), ends[last].tolist(), (last - first + 1).tolist())
-    ]
+    """Cut ``doc`` (or ``text`` in its place) into zero-overlap segments of ≤ ``n_tokens``
+    word tokens with exact spans: ``build_corpus`` on one document."""
+    if text is not None:
+        doc = Document(doc.claim_index, doc.position, doc.url, (text,))
+    return build_corpus([doc], n_tokens).segments
 
 
 @dataclass

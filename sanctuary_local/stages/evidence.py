@@ -18,7 +18,6 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-
 from sanctuary_local.config import RetrievalConfig
 from sanctuary_local.records import (
     ClaimEvidence, Document, EvidenceSnippet, HydeResult, Query, QueryEvidence, Segment,
