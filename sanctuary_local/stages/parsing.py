@@ -32,40 +32,99 @@ _ABBREV = {
     "conflicting evidence": CONFLICTING, "conflicting evidence/cherrypicking": CONFLICTING,
     "conflicting evidence/cherry-picking": CONFLICTING, "conflicting evidence / cherrypicking": CONFLICTING,
 }
-# Substring rules, most specific first ("not enough" before "support" etc.).
+# Longest first: "not supported" must be tried before "not", "conflicting evidence/…" before "conflicting".
+_BY_LENGTH = sorted(_ABBREV.items(), key=lambda kv: -len(kv[0]))
+# Substring rules, most specific first ("not enough" before "support" etc.). Negated
+# support has already been rewritten to "refuted" by ``_clean``.
 _CONTAINS = (
-    ("not enough", NEE), ("insufficient", NEE),
+    ("not enough", NEE), ("not sufficient", NEE), ("insufficient", NEE),
     ("conflict", CONFLICTING), ("cherry", CONFLICTING),
-    ("not supported", REFUTED), ("unsupported", REFUTED), ("refute", REFUTED),
+    ("refute", REFUTED),
     ("support", SUPPORTED),
 )
+_CONTRACTION = re.compile(r"n['\u2019]t\b", re.IGNORECASE)
+# "not supported", "unsupported", "no evidence supports", "cannot be supported", "does not
+# support": a negation at most three words before a support word, with no punctuation in
+# between, and not "not enough/sufficient …" (that is NEE) or "no doubt …"/"not only …".
+_NEGATED_SUPPORT = re.compile(
+    r"\b(?:un-?|(?:not|no|never|cannot|without|lacks?|lacking)\b(?!\s+(?:enough|sufficient|doubt|only)\b)(?:\s+[\w-]+){0,3}?\s+)support\w*"
+)
+_NEGATED_REFUTE = re.compile(r"\b(?:not|never|cannot be)\s+(?:[\w-]+\s+)?refuted\b")
+_NEITHER = re.compile(r"\bneither (?:supported|refuted) nor (?:supported|refuted)\b")
+# Full label names as they appear in running text (after ``_clean``).
+_MENTIONS = (
+    (re.compile(r"\bnot (?:enough|sufficient) (?:evidence|info\w*)\b|\binsufficient evidence\b"), NEE),
+    (re.compile(r"\bconflicting evidence\b|\bcherry-?picking\b"), CONFLICTING),
+    (re.compile(r"\brefuted\b"), REFUTED),
+    (re.compile(r"\bsupported\b"), SUPPORTED),
+)
+
+
+def _clean(raw: str) -> str:
+    """Lower-case text without markup, with negated forms rewritten so that no later rule
+    can read them as a label: negated support → "refuted" (a claim "not supported by the
+    evidence" is never Supported), "not refuted" → dropped, "neither … nor …" → NEE."""
+    text = _MARKUP.sub(" ", _CONTRACTION.sub(" not", raw)).lower()
+    text = re.sub(r"\s+", " ", text).strip(" .:;,!|-")
+    text = _NEITHER.sub("not enough evidence", text)
+    text = _NEGATED_REFUTE.sub(" ", text)
+    return _NEGATED_SUPPORT.sub("refuted", text)
+
+
+def _leading_label(text: str) -> str | None:
+    """The label whose name (or abbreviation) opens ``text`` (a cleaned string)."""
+    for alias, label in _BY_LENGTH:
+        if text.startswith(alias) and (len(text) == len(alias) or not text[len(alias)].isalnum()):
+            return label
+    return None
+
+
+def _truncated_label(text: str) -> str | None:
+    """A label name cut short by the token limit ("Refu", "Not enough ev"): ``text`` (≥ 4
+    characters) is the start of names that all mean the same label."""
+    if len(text) < 4:
+        return None
+    labels = {label for alias, label in _ABBREV.items() if len(alias) > len(text) and alias.startswith(text)}
+    return labels.pop() if len(labels) == 1 else None
+
+
+def _is_template(text: str) -> bool:
+    """The output-format line echoed back: "Supported | Refuted | …" or "Supported or
+    Refuted" — several label names offered as alternatives, not a choice."""
+    if "|" in text:
+        parts = [p.strip(" .:;,!-") for p in text.split("|")]
+        return sum(1 for p in parts if p in _ABBREV) >= 2
+    parts = [p.strip(" .:;,!-") for p in text.split(" or ")]
+    return len(parts) >= 2 and all(p in _ABBREV for p in parts)
+
+
+def _mentions(text: str) -> list[tuple[int, str]]:
+    """(position, label) of every full label name in a cleaned text."""
+    return sorted((m.start(), label) for rx, label in _MENTIONS for m in rx.finditer(text))
 
 
 def normalize_label(raw: str | None) -> str | None:
     """Map a model's label spelling to one of ``LABELS``; ``None`` if absent or ambiguous.
 
     Tolerates case, markdown, quotes, trailing punctuation and the usual abbreviations
-    (NEE, CE/C, C, "conflicting"). A text naming two different full labels (e.g. the
-    template echoed back, "Supported | Refuted") is ambiguous → ``None``."""
+    (NEE, CE/C, C, "conflicting"). The label that opens the text wins, so "Refuted (the
+    claim is not supported)" is Refuted. Negated forms ("not supported", "unsupported",
+    "no evidence supports", "cannot be supported") never mean Supported. The template
+    echoed back ("Supported | Refuted | …") is ambiguous → ``None``."""
     if not raw:
         return None
-    text = _MARKUP.sub(" ", raw).strip().lower()
-    text = re.sub(r"\s+", " ", text).strip(" .:;,!|-")
-    if not text:
+    text = _clean(raw)
+    if not text or _is_template(text):
         return None
-    named = {lab for lab in LABELS if lab.lower() in text}
-    if len(named) > 1:
-        return None
-    if text in _ABBREV:
-        return _ABBREV[text]
+    label = _leading_label(text) or _truncated_label(text)
+    if label is not None:
+        return label
+    named = {lab for _, lab in _mentions(text)}
     if len(named) == 1:
         return named.pop()
-    first = text.split(" ")[0].strip(".:;,!")
-    if first in ("s", "r", "nee", "nei", "c", "ce", "ce/c", "cec"):
-        return _ABBREV[first]
-    for needle, label in _CONTAINS:
+    for needle, lab in _CONTAINS:
         if needle in text:
-            return label
+            return lab
     return None
 
 
@@ -234,37 +293,61 @@ def parse_hyde_output(text: str, truncated: bool = False) -> ParsedHyde:
 
 # ----------------------------------------------------------------- stage 3 verdict
 
-_LABEL_LINE = re.compile(r"^[\s>*#_`-]*(?:final\s+)?(?:label|verdict)\s*[*_`]*\s*[:\-–]\s*(.*)$", re.IGNORECASE | re.MULTILINE)
+_LABEL_LINE = re.compile(
+    r"^[\s>*#_`-]*(?:the\s+)?(?:final\s+)?(?:label|verdict)(?:\s+is)?\s*[*_`]*\s*(?:[:\-\u2013]\s*(.*))?$",
+    re.IGNORECASE | re.MULTILINE,
+)  # a bare "**Label**" heading line counts too: its label is on the next line
 _REASONING_HEAD = re.compile(r"^\s*[*#_`]*\s*reasoning\s*[*_`]*\s*:?\s*[*_`]*\s*", re.IGNORECASE)
+
+
+def _label_from_lines(text: str) -> tuple[str | None, int]:
+    """(label, start of its line) from the last ``Label:`` line that names one.
+
+    An empty label line, or one that only echoes the template, takes its label from the
+    next non-empty line — but only when that line opens with a label name, so that the
+    reasoning after an echoed template is not mistaken for a label."""
+    for m in reversed(list(_LABEL_LINE.finditer(text))):
+        raw = m.group(1) or ""
+        label = normalize_label(raw)
+        if label is None:
+            content = _clean(raw)
+            if not content or _is_template(content):
+                following = [ln for ln in text[m.end() :].splitlines() if ln.strip()]
+                nxt = _clean(following[0]) if following else ""
+                label = _leading_label(nxt) or _truncated_label(nxt)
+        if label is not None:
+            return label, m.start()
+    return None, len(text)
+
+
+def _infer_label(text: str) -> str | None:
+    """The last full label name in a text without a usable label line (echoed template
+    lines are ignored; negated support counts as Refuted, see ``_clean``)."""
+    kept = []
+    for line in text.splitlines():
+        m = _LABEL_LINE.match(line)
+        if not _is_template(_clean((m.group(1) or "") if m else line)):
+            kept.append(line)
+    found = _mentions(_clean("\n".join(kept)))
+    return found[-1][1] if found else None
 
 
 def parse_verdict_output(text: str, fallback_label: str | None) -> tuple[str, str, tuple[str, ...]]:
     """``(label, justification, flags)`` from a ``Reasoning: … Label: …`` output.
 
-    The last ``Label:`` line wins (the label may also sit on the next line, as in the
-    paper's template). Without one, the last full label name in the text is used
-    (flag ``verdict_label_inferred``). Unparseable → ``fallback_label`` (the stage-1
-    label), else the majority class Refuted, with flag ``verdict_label_fallback``.
-    The justification J is the reasoning text before the label line."""
+    The last ``Label:`` line that names a label wins; on that line the label that opens
+    it wins (``normalize_label``), and it may sit on the next line, as in the paper's
+    template. Without one, the last full label name in the text is used (flag
+    ``verdict_label_inferred``; "… is not supported by the evidence" reads as Refuted).
+    Unparseable → ``fallback_label`` (the stage-1 label), else the majority class
+    Refuted, with flag ``verdict_label_fallback``. The justification J is the reasoning
+    text before the label line."""
     text = text or ""
     flags: list[str] = []
-    label: str | None = None
-    cut = len(text)
-    matches = list(_LABEL_LINE.finditer(text))
-    for m in reversed(matches):
-        raw = m.group(1)
-        if not _MARKUP.sub("", raw).strip():
-            following = [ln for ln in text[m.end() :].splitlines() if ln.strip()]
-            raw = following[0] if following else ""
-        label = normalize_label(raw)
-        if label is not None:
-            cut = m.start()
-            break
+    label, cut = _label_from_lines(text)
     if label is None:
-        lowered = text.lower()
-        found = [(lowered.rfind(lab.lower()), lab) for lab in LABELS if lab.lower() in lowered]
-        if found:
-            label = max(found)[1]
+        label = _infer_label(text)
+        if label is not None:
             flags.append("verdict_label_inferred")
     if label is None:
         label = fallback_label if fallback_label in LABELS else REFUTED
