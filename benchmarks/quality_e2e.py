@@ -1,0 +1,357 @@
+"""End-to-end quality harness: `run` on the surrogate store, then `eval` against gold.
+
+One command measures what users judge the system by, on a range of AVeriTeC dev claims:
+
+- **system**: the whole pipeline (stages 1–3) on the surrogate knowledge store
+  (``../shared/tools/make_surrogate_store.py``: gold answers hidden among distractors),
+  scored like the FEVER-8 leaderboard: label accuracy, macro-F1, per-class P/R/F1, the
+  confusion matrix, Q-only and Q+A Hungarian METEOR and the AVeriTeC score at 0.25;
+- **majority-class baseline**: every claim labelled Refuted (the majority class of the
+  AVeriTeC dev set, ~61 %), no evidence. Accuracy alone flatters a model that says
+  Refuted every time: read macro-F1 and the AVeriTeC score;
+- **oracle evidence**: stage 3 alone, fed each claim's gold question–answer pairs as its
+  evidence. Separates reasoning errors (this row) from retrieval errors (system row);
+- **retrieval only**: the stage 1+2 evidence against the gold QA (Q-only and Q+A METEOR),
+  with stage 1's provisional label as the verdict — what stage 3 adds is the difference;
+- seconds per claim per stage, and the rates of the fallback / inference flags.
+
+Runs are resumable: the pipeline run reuses ``run``'s stage files, the oracle stage has its
+own fsync'ed stage file, so a stopped harness picks up where it stopped when the same
+command is given again (the work directory is keyed by ``--label``).
+
+    python benchmarks/quality_e2e.py --indices 0:50 --profile cpu --label cpu_dev0-49
+    python benchmarks/quality_e2e.py --compare benchmarks/results/quality_e2e_A.json \
+        benchmarks/results/quality_e2e_B.json --label before_after
+
+Writes ``benchmarks/results/quality_e2e_<label>.{json,md,png}``. Tune on dev claims 0–49;
+report the final figure also on 50–99, never tuned on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+DEFAULT_CLAIMS = SHARED / "data" / "averitec" / "dev_part_a.json"
+RESULTS = REPO / "benchmarks" / "results"
+#: Flags whose rate the table reports (a claim counts once per flag).
+RATE_FLAGS = ("hyde_claim_fallback", "hyde_repaired", "hyde_line_fallback", "verdict_label_inferred",
+              "verdict_label_fallback", "verdict_truncated", "verdict_trimmed", "evidence_placeholder")
+MAJORITY = "Refuted"
+
+
+# ---------------------------------------------------------------------------- inputs
+def parse_range(text: str) -> tuple[int, int]:
+    lo, _, hi = text.partition(":")
+    return int(lo or 0), int(hi)
+
+
+def ensure_store(claims: Path, lo: int, hi: int, work: Path) -> Path:
+    """The surrogate store for claims [lo, hi), built once (deterministic, seconds)."""
+    store = work / f"surrogate_{lo}_{hi}"
+    if all((store / f"{i}.json").exists() for i in range(lo, hi)):
+        return store
+    tool = SHARED / "tools" / "make_surrogate_store.py"
+    if not tool.exists():
+        sys.exit(f"error: {tool} not found: the harness needs ../shared (the surrogate store builder)")
+    subprocess.run([sys.executable, str(tool), "--claims", str(claims), "--out", str(store), "--indices", f"{lo}:{hi}"],
+                   check=True)
+    return store
+
+
+# ---------------------------------------------------------------------------- rows
+def score(gold: list, pred: list, workers: int | None) -> dict[str, Any]:
+    """Label metrics + Hungarian METEOR of ``pred`` against ``gold`` (EvalExample lists)."""
+    from sanctuary_local.evaluation.evaluate import evaluate
+    from sanctuary_local.evaluation.inputs import align
+
+    report = evaluate(align(gold, pred), workers=workers)
+    d = report.to_dict()
+    return {
+        "n": d["n_claims"],
+        "accuracy": d["labels"]["accuracy"],
+        "macro_f1": d["labels"]["macro_f1"],
+        "per_class": d["labels"]["per_class"],
+        "confusion": d["labels"]["confusion"],
+        "q_only": d["meteor"]["q_only"],
+        "qa": d["meteor"]["qa"],
+        "averitec_0.25": d["meteor"]["averitec_score"],
+        "pred_label_counts": dict(Counter(p.label for p in pred)),
+    }
+
+
+def system_run(args: argparse.Namespace, store: Path, work: Path) -> Path:
+    """Run (or resume) the pipeline on the range; returns the run directory."""
+    from sanctuary_local.cli.run_cmd import parse_overrides
+    from sanctuary_local.pipeline import RunOptions, run_pipeline
+
+    out = work / "run"
+    opts = RunOptions(claims=Path(args.claims), store=store, out=out, profile=args.profile,
+                      claims_range=args.indices, workers=args.workers, quiet=args.quiet,
+                      overrides=parse_overrides(args.set) if args.set else None,
+                      argv=["quality_e2e", *sys.argv[1:]])
+    run_pipeline(opts)
+    return out
+
+
+def oracle_evidence(claim) -> Any:
+    """The claim's gold QA pairs as stage-2 evidence: one query per gold question, its gold
+    answers as snippets (score 1.0; an unanswered question gets the official placeholder)."""
+    from sanctuary_local.io.predictions import NO_ANSWER
+    from sanctuary_local.records import Chunk, ClaimEvidence, EvidenceSnippet, Query, QueryEvidence
+
+    queries = []
+    for n, q in enumerate(claim.gold_questions):
+        answers = [(a.scored_text(), a.source_url) for a in q.answers] or [(NO_ANSWER, "")]
+        snippets = tuple(EvidenceSnippet(Chunk(claim.index, -1, url, 0, len(text), text), 1.0) for text, url in answers)
+        queries.append(QueryEvidence(Query(claim.index, n, q.question), snippets))
+    return ClaimEvidence(claim.index, tuple(queries))
+
+
+def oracle_run(args: argparse.Namespace, claims: list, work: Path) -> Path:
+    """Stage 3 alone on gold evidence, one claim at a time, persisted (resumable)."""
+    from sanctuary_local.config import load_config
+    from sanctuary_local.cli.run_cmd import parse_overrides
+    from sanctuary_local.llm import make_backend
+    from sanctuary_local.models import set_offline_env
+    from sanctuary_local.records import HydeResult, Prediction
+    from sanctuary_local.runstate import StageFile, check_state
+    from sanctuary_local.stages.verdict import run_verdict
+
+    set_offline_env()
+    cfg = load_config(args.profile, parse_overrides(args.set) if args.set else None)
+    out = work / "oracle"
+    check_state(out, {"config": cfg.fingerprint(), "claims": str(args.claims), "indices": args.indices}, force=False)
+    sf = StageFile(out / "stage3_oracle.jsonl", Prediction.from_dict)
+    todo = [c for c in claims if c.index not in sf]
+    if todo:
+        backend = make_backend(cfg.verdict.llm, cfg.models_dir)
+        try:
+            for i, c in enumerate(todo, 1):
+                t = time.perf_counter()
+                [p] = run_verdict([c], [HydeResult(c.index, None, ())], [oracle_evidence(c)], backend, cfg.verdict)
+                sf.append(c.index, p, {"seconds": time.perf_counter() - t})
+                if not args.quiet:
+                    print(f"oracle {i}/{len(todo)} claim {c.index}: {p.label}", file=sys.stderr)
+        finally:
+            backend.close()
+    return out
+
+
+def as_examples(preds: list, *, label_of=lambda p: p.label) -> list:
+    from sanctuary_local.evaluation.inputs import EvalExample
+
+    return [EvalExample(str(p.claim_id), p.claim, label_of(p) or "", tuple((e.question, e.answer) for e in p.evidence))
+            for p in preds]
+
+
+def stage_seconds(run_dir: Path, indices: list[int]) -> dict[str, float | None]:
+    """Mean seconds per claim of each stage, from the per-claim records of the stage files."""
+    from sanctuary_local.runstate import STAGE_FILES
+
+    out: dict[str, float | None] = {}
+    for stage, name in STAGE_FILES.items():
+        secs = []
+        path = run_dir / name
+        for line in path.read_bytes().splitlines() if path.exists() else []:
+            obj = orjson.loads(line)
+            if obj["claim_index"] in indices:
+                secs.append(float((obj.get("extra") or {}).get("seconds", 0.0)))
+        out[stage] = round(sum(secs) / len(secs), 2) if secs else None
+    return out
+
+
+def flag_rates(preds: list) -> dict[str, float]:
+    n = max(1, len(preds))
+    return {f: round(sum(any(x.split(":")[0] == f for x in p.flags) for p in preds) / n, 3) for f in RATE_FLAGS}
+
+
+def evaluate_all(args: argparse.Namespace) -> dict[str, Any]:
+    from sanctuary_local.evaluation.inputs import EvalExample, load_gold
+    from sanctuary_local.io.claims import read_claims
+    from sanctuary_local.io.predictions import read_predictions_json
+
+    lo, hi = parse_range(args.indices)
+    work = Path(args.work) / args.label
+    work.mkdir(parents=True, exist_ok=True)
+    claims = [c for c in read_claims(args.claims) if lo <= c.index < hi]
+    ids = {str(c.claim_id) for c in claims}
+    gold = [g for g in load_gold(args.claims) if g.claim_id in ids]
+    store = ensure_store(Path(args.claims), lo, hi, Path(args.work))
+    t0 = time.perf_counter()
+    run_dir = system_run(args, store, work)
+    preds = [p for p in read_predictions_json(run_dir / "predictions.json") if str(p.claim_id) in ids]
+    rows: dict[str, Any] = {"system": score(gold, as_examples(preds), args.workers)}
+    rows["majority_baseline"] = score(gold, [EvalExample(g.claim_id, g.claim, MAJORITY, ()) for g in gold], args.workers)
+    rows["retrieval_only"] = score(gold, as_examples(preds, label_of=lambda p: p.provisional_label), args.workers)
+    if args.oracle:
+        oracle_dir = oracle_run(args, claims, work)
+        from sanctuary_local.records import Prediction
+        from sanctuary_local.runstate import StageFile
+
+        sf = StageFile(oracle_dir / "stage3_oracle.jsonl", Prediction.from_dict)
+        oracle_preds = [sf.records[c.index] for c in claims]
+        rows["oracle_evidence"] = score(gold, as_examples(oracle_preds), args.workers)
+        # Its evidence *is* the gold QA: METEOR is 1 by construction and says nothing.
+        rows["oracle_evidence"].update({"q_only": None, "qa": None})
+        rows["oracle_evidence"]["verdict_s_per_claim"] = round(
+            sum(sf.extras[c.index]["seconds"] for c in claims) / max(1, len(claims)), 2)
+        rows["oracle_evidence"]["flag_rates"] = flag_rates(oracle_preds)
+    timings = orjson.loads((run_dir / "timings.json").read_bytes())
+    return {
+        "label": args.label, "profile": args.profile, "overrides": args.set, "indices": args.indices,
+        "claims_file": str(args.claims), "n_claims": len(claims), "rows": rows,
+        "stage_s_per_claim": stage_seconds(run_dir, [c.index for c in claims]),
+        "flag_rates": flag_rates(preds), "models": _models(run_dir),
+        "tokens": {s: {k: v for k, v in st.items() if k.startswith("tokens")} for s, st in timings["stages"].items()},
+        "harness_wall_s_this_invocation": round(time.perf_counter() - t0, 1),
+        "machine": {"cpus": os.cpu_count(), "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def _models(run_dir: Path) -> dict[str, str]:
+    man = orjson.loads((run_dir / "manifest.json").read_bytes())
+    return {role: str(m.get("name")) for role, m in man.get("models", {}).items()}
+
+
+# ---------------------------------------------------------------------------- report
+ROW_TITLES = {"system": "system (stages 1-3)", "majority_baseline": "majority class (Refuted, no evidence)",
+              "retrieval_only": "retrieval only (stage-1 label, stage 1+2 evidence)",
+              "oracle_evidence": "oracle evidence (stage 3 on gold QA)"}
+
+
+def _f(v: Any) -> str:
+    return "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
+
+
+def to_markdown(res: dict[str, Any]) -> str:
+    lines = [f"# Quality, end to end: {res['label']}", "",
+             f"Profile `{res['profile']}`{' with ' + ', '.join(res['overrides']) if res['overrides'] else ''}, "
+             f"AVeriTeC dev claims {res['indices']} ({res['n_claims']} claims), surrogate knowledge store. "
+             f"Models: {', '.join(f'{k}={v}' for k, v in res['models'].items() if v)}. "
+             f"{res['machine']['cpus']} CPUs, load average at the end {res['machine']['loadavg_at_end']}; {res['date']}.", "",
+             "| row | accuracy | macro-F1 | Q-only METEOR | Q+A METEOR | AVeriTeC @0.25 |", "|---|---|---|---|---|---|"]
+    for key, row in res["rows"].items():
+        lines.append(f"| {ROW_TITLES.get(key, key)} | {_f(row['accuracy'])} | {_f(row['macro_f1'])} | {_f(row['q_only'])} | "
+                     f"{_f(row['qa'])} | {_f(row['averitec_0.25'])} |")
+    sysrow = res["rows"]["system"]
+    lines += ["", "The oracle row's evidence is the gold QA itself, so its METEOR is not shown and its AVeriTeC score "
+              "equals its accuracy.", "",
+              "## System: per class", "", "| class | precision | recall | F1 | gold support |", "|---|---|---|---|---|"]
+    for cls, s in sysrow["per_class"].items():
+        lines.append(f"| {cls} | {s['precision']:.3f} | {s['recall']:.3f} | {s['f1']:.3f} | {s['support']} |")
+    labels = list(sysrow["per_class"])
+    short = [lbl.split("/")[0].replace("Not Enough Evidence", "NEE") for lbl in labels]
+    lines += ["", "Confusion (rows gold, columns predicted):", "", "| gold \\ pred | " + " | ".join(short) + " |",
+              "|---" * (len(labels) + 1) + "|"]
+    lines += [f"| {s} | " + " | ".join(str(x) for x in row) + " |" for s, row in zip(short, sysrow["confusion"])]
+    lines += ["", f"Predicted labels: {sysrow['pred_label_counts']}", "", "## Seconds per claim per stage", "",
+              "| stage 1 (HyDE) | stage 2 (retrieval) | stage 3 (verdict) | oracle stage 3 |", "|---|---|---|---|",
+              f"| {_f(res['stage_s_per_claim'].get('hyde'))} | {_f(res['stage_s_per_claim'].get('retrieval'))} | "
+              f"{_f(res['stage_s_per_claim'].get('verdict'))} | {_f(res['rows'].get('oracle_evidence', {}).get('verdict_s_per_claim'))} |",
+              "", "## Flag rates (share of claims)", "", "| flag | system | oracle |", "|---|---|---|"]
+    orates = res["rows"].get("oracle_evidence", {}).get("flag_rates", {})
+    lines += [f"| {f} | {r:.3f} | {_f(orates.get(f))} |" for f, r in res["flag_rates"].items()]
+    lines += ["", "Command: `python benchmarks/quality_e2e.py " + " ".join(res.get("argv", [])) + "`", ""]
+    return "\n".join(lines)
+
+
+def write_png(results: list[dict[str, Any]], path: Path) -> Path:
+    """Bars of accuracy / macro-F1 / AVeriTeC@0.25 per row (and per result when comparing)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    metrics = ("accuracy", "macro_f1", "averitec_0.25")
+    bars = [(f"{r['label']}: {k}" if len(results) > 1 else ROW_TITLES.get(k, k), row)
+            for r in results for k, row in r["rows"].items()]
+    fig, ax = plt.subplots(figsize=(10, 0.9 + 0.55 * len(bars)), dpi=100)
+    y = np.arange(len(bars))
+    for j, m in enumerate(metrics):
+        ax.barh(y + (j - 1) * 0.26, [row[m] for _, row in bars], height=0.26, label=m)
+    ax.set_yticks(y, [name for name, _ in bars], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title("quality, end to end: " + ", ".join(f"{r['label']} (claims {r['indices']})" for r in results), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def compare_markdown(results: list[dict[str, Any]], title: str) -> str:
+    lines = [f"# Quality comparison: {title}", "",
+             "| result | profile | claims | row | accuracy | macro-F1 | Q+A METEOR | AVeriTeC @0.25 | s/claim (1 / 2 / 3) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        st = r["stage_s_per_claim"]
+        secs = f"{_f(st.get('hyde'))} / {_f(st.get('retrieval'))} / {_f(st.get('verdict'))}"
+        for key, row in r["rows"].items():
+            lines.append(f"| {r['label']} | {r['profile']} | {r['indices']} | {ROW_TITLES.get(key, key)} | {_f(row['accuracy'])} | "
+                         f"{_f(row['macro_f1'])} | {_f(row['qa'])} | {_f(row['averitec_0.25'])} | {secs if key == 'system' else ''} |")
+    lines += ["", "| result | " + " | ".join(RATE_FLAGS) + " |", "|---" * (len(RATE_FLAGS) + 1) + "|"]
+    lines += [f"| {r['label']} | " + " | ".join(f"{r['flag_rates'].get(f, 0):.3f}" for f in RATE_FLAGS) + " |" for r in results]
+    return "\n".join(lines) + "\n"
+
+
+def write(res_or_list: Any, label: str, out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = out_dir / f"quality_e2e_{label}"
+    if isinstance(res_or_list, list):
+        md = compare_markdown(res_or_list, label)
+        data = {"label": label, "compare": [r["label"] for r in res_or_list], "results": res_or_list}
+        results = res_or_list
+    else:
+        md, data, results = to_markdown(res_or_list), res_or_list, [res_or_list]
+    paths = [Path(f"{stem}.json"), Path(f"{stem}.md"), Path(f"{stem}.png")]
+    paths[0].write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+    paths[1].write_text(md, "utf-8")
+    write_png(results, paths[2])
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--claims", default=str(DEFAULT_CLAIMS), help="AVeriTeC claims with gold (default: ../shared dev_part_a.json)")
+    ap.add_argument("--indices", default="0:50", help="claims range a:b (default 0:50, the tuning range)")
+    ap.add_argument("--profile", default="cpu", help="profile name or file (default cpu)")
+    ap.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
+    ap.add_argument("--label", help="result name (default <profile>_dev<a>-<b-1>); also the work subdirectory")
+    ap.add_argument("--work", default="runs/quality_e2e", help="work directory (resumable runs; default runs/quality_e2e)")
+    ap.add_argument("--out", default=str(RESULTS), help="where quality_e2e_<label>.* go")
+    ap.add_argument("--workers", type=int, default=None, help="retrieval / METEOR processes")
+    ap.add_argument("--no-oracle", dest="oracle", action="store_false", help="skip the oracle-evidence row")
+    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--compare", nargs="+", metavar="RESULT_JSON", help="tabulate existing results (no run)")
+    args = ap.parse_args(argv)
+    if args.compare:
+        results = [orjson.loads(Path(p).read_bytes()) for p in args.compare]
+        paths = write(results, args.label or "compare", Path(args.out))
+        print(compare_markdown(results, args.label or "compare"))
+    else:
+        lo, hi = parse_range(args.indices)
+        args.label = args.label or f"{Path(args.profile).stem}_dev{lo}-{hi - 1}"
+        res = evaluate_all(args)
+        res["argv"] = argv if argv is not None else sys.argv[1:]
+        paths = write(res, args.label, Path(args.out))
+        print(to_markdown(res))
+    print("wrote " + ", ".join(map(str, paths)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
