@@ -1,0 +1,81 @@
+"""The end-to-end quality harness (benchmarks/quality_e2e.py): its rows are computed right.
+
+The harness's model runs are benchmarks (committed under benchmarks/results/); here its
+pure parts are checked on the real dev claims: the oracle evidence is exactly the gold QA
+as the official converter writes it, the majority-class row equals a hand count, and the
+report renders every row.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def harness():
+    spec = importlib.util.spec_from_file_location("quality_e2e", REPO / "benchmarks" / "quality_e2e.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["quality_e2e"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def dev_claims(dev_claims_path):
+    from sanctuary_local.io.claims import read_claims
+
+    return read_claims(dev_claims_path)[:50]
+
+
+def test_oracle_evidence_is_the_gold_qa(harness, dev_claims):
+    from sanctuary_local.io.predictions import gold_to_solution
+    from sanctuary_local.stages.verdict import evidence_items, format_evidence
+
+    for claim in dev_claims:
+        ev = harness.oracle_evidence(claim)
+        got = sorted((q.query.question, s.chunk.text) for q in ev.queries for s in q.snippets)
+        want = sorted(gold_to_solution([claim])[0].qa_pairs)
+        assert got == want, claim.index
+        block = format_evidence(ev)
+        for q in claim.gold_questions:
+            assert q.question in block
+        assert len(evidence_items(ev)) == len(want)
+
+
+def test_majority_row_matches_a_hand_count(harness, dev_claims, dev_claims_path):
+    from sanctuary_local.evaluation.inputs import EvalExample, load_gold
+
+    gold = [g for g in load_gold(dev_claims_path) if int(g.claim_id) < 50]
+    row = harness.score(gold, [EvalExample(g.claim_id, g.claim, "Refuted", ()) for g in gold], workers=1)
+    counts = Counter(c.gold_label for c in dev_claims)
+    acc = counts["Refuted"] / len(dev_claims)
+    assert row["accuracy"] == pytest.approx(acc)
+    # Only Refuted has a non-zero F1 (precision = acc, recall = 1); macro-F1 averages 4 classes.
+    assert row["macro_f1"] == pytest.approx(2 * acc / (acc + 1) / 4)
+    assert row["qa"] == 0.0 and row["averitec_0.25"] == 0.0
+
+
+def test_report_renders_every_row_and_compares(harness, tmp_path):
+    row = {"n": 2, "accuracy": 0.5, "macro_f1": 0.25, "q_only": 0.3, "qa": 0.2, "averitec_0.25": 0.5,
+           "per_class": {lab: {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0}
+                         for lab in ("Supported", "Refuted", "Not Enough Evidence", "Conflicting Evidence/Cherrypicking")},
+           "confusion": [[0] * 4 for _ in range(4)], "pred_label_counts": {"Refuted": 2}}
+    res = {"label": "t", "profile": "cpu", "overrides": [], "indices": "0:2", "n_claims": 2,
+           "rows": {"system": row, "majority_baseline": row, "retrieval_only": row,
+                    "oracle_evidence": dict(row, q_only=None, qa=None, verdict_s_per_claim=1.0, flag_rates={})},
+           "stage_s_per_claim": {"hyde": 1.0, "retrieval": 2.0, "verdict": 3.0},
+           "flag_rates": {f: 0.0 for f in harness.RATE_FLAGS}, "models": {"verdict_llm": "m"},
+           "machine": {"cpus": 2, "loadavg_at_end": [1.0, 1.0, 1.0]}, "date": "now", "argv": []}
+    md = harness.to_markdown(res)
+    for title in harness.ROW_TITLES.values():
+        assert title in md
+    paths = harness.write([res, dict(res, label="u")], "cmp", tmp_path)
+    assert all(p.stat().st_size > 0 for p in paths)
+    assert "| u | cpu | 0:2 |" in paths[1].read_text()
