@@ -104,7 +104,7 @@ def ours(store: str, claim: int, engine: str, semantic_queries: int, check_ref: 
         chunks = r._chunks(docs, hits)
         laps.lap("semantic_chunking")
         clock = _Clock()
-        snippets = r._dense(chunks, queries[:semantic_queries], clock)
+        snippets, _ = r._dense(chunks, queries[:semantic_queries], clock)
         laps.rows["embedding"] = {"s": clock.timings["embed"], "peak_rss_mb": _rss_mb()}
         laps.rows["faiss"] = {"s": clock.timings["faiss"], "peak_rss_mb": _rss_mb()}
         info.update(chunks=len(chunks), semantic_queries=semantic_queries, snippets=sum(len(s) for s in snippets))

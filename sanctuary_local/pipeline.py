@@ -36,6 +36,8 @@ log = logging.getLogger("sanctuary_local")
 R = TypeVar("R")
 
 #: Flag prefixes that mark a claim as degraded (something failed; a fallback was used).
+#: ``evidence_placeholder`` is not one: its cause (store_missing, retrieval_error, …) is
+#: flagged on its own, and every query falling below the threshold is not a failure.
 DEGRADING = (
     "store_missing", "store_problems", "no_documents", "retrieval_error",
     "hyde_llm_error", "hyde_claim_fallback", "verdict_llm_error", "verdict_label_fallback",
@@ -84,13 +86,11 @@ class RunSummary:
 
 def select_claims(claims: list[Claim], claims_range: str | None, limit: int | None) -> list[Claim]:
     """``--claims-range a:b`` (python slice over claim indices) then ``--limit N``."""
+    from sanctuary_local.io.claims import parse_claims_range
+
     if claims_range:
-        try:
-            a, _, b = claims_range.partition(":")
-            lo, hi = int(a) if a else 0, int(b) if b else len(claims)
-        except ValueError:
-            raise UserError(f"--claims-range must look like a:b (got '{claims_range}')") from None
-        claims = [c for c in claims if lo <= c.index < hi]
+        selected = parse_claims_range(claims_range)
+        claims = [c for c in claims if c.index in selected]
     if limit is not None:
         if limit < 0:
             raise UserError("--limit must be ≥ 0")
@@ -372,13 +372,14 @@ def _hyde_fallback(claim: Claim, cfg: Config, exc: Exception) -> HydeResult:
 
 
 def _verdict_fallback(claim: Claim, hyde: HydeResult, ev: ClaimEvidence, exc: Exception) -> Prediction:
-    from sanctuary_local.stages.verdict import evidence_items, parse_verdict
+    from sanctuary_local.stages.verdict import official_evidence, parse_verdict
 
     label, justification, flags = parse_verdict("", hyde.provisional_label)
+    evidence, evidence_all, eflags = official_evidence(claim, ev)
     return Prediction(
         claim_index=claim.index, claim_id=claim.claim_id, claim=claim.text, label=label,
-        evidence=evidence_items(ev), justification=justification, provisional_label=hyde.provisional_label,
-        flags=(*flags, f"verdict_llm_error: {type(exc).__name__}: {exc}"[:300]),
+        evidence=evidence, justification=justification, provisional_label=hyde.provisional_label,
+        flags=(*eflags, *flags, f"verdict_llm_error: {type(exc).__name__}: {exc}"[:300]), evidence_all=evidence_all,
     )
 
 

@@ -8,8 +8,8 @@ written to a stage JSONL file and read back identically (orjson serialises datac
 natively; ``from_dict`` rebuilds nested records). Ids are deterministic: see ``ids.py``.
 
 Text offsets: a document's text is ``"\\n".join(url2text)`` (``Document.text``); every
-``start``/``end`` in a Segment, Chunk or EvidenceSnippet indexes that string, so
-``document.text[start:end] == snippet.text`` always holds.
+``start``/``end`` in a Segment, Chunk, EvidenceSnippet or EvidenceItem indexes that string, so
+``document.text[start:end] == snippet.text`` (``== item.scraped_text``) always holds.
 """
 
 from __future__ import annotations
@@ -254,18 +254,26 @@ class QueryEvidence(_Record):
 
 @dataclass(frozen=True, slots=True)
 class ClaimEvidence(_Record):
-    """Stage 2 output for one claim."""
+    """Stage 2 output for one claim.
+
+    ``below_threshold``: when no query kept a snippet, the best-scoring candidate that
+    fell below the similarity threshold, with its query (else ``None``). The verdict
+    prompt never sees it; it only keeps the official outputs valid (every prediction
+    must carry at least one question-answer pair), flagged as a placeholder."""
 
     claim_index: int
     queries: tuple[QueryEvidence, ...] = ()
     flags: tuple[str, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
+    below_threshold: QueryEvidence | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ClaimEvidence:
         d = dict(d)
         d["queries"] = tuple(QueryEvidence.from_dict(q) for q in d.get("queries") or ())
         d["flags"] = tuple(d.get("flags") or ())
+        if d.get("below_threshold") is not None:
+            d["below_threshold"] = QueryEvidence.from_dict(d["below_threshold"])
         return _build(cls, d)
 
 
@@ -273,8 +281,11 @@ class ClaimEvidence(_Record):
 class EvidenceItem(_Record):
     """One entry of the official ``evidence`` list: question, answer, url, scraped_text.
 
-    ``answer`` is a verbatim snippet of the source document: ``doc_position``, ``start``
-    and ``end`` locate it there (audit requirement, paper §5.5)."""
+    ``scraped_text`` is the verbatim snippet of the source document: ``doc_position``,
+    ``start`` and ``end`` locate it there, ``document.text[start:end] == scraped_text``
+    (audit requirement, paper §5.5). ``question`` and ``answer`` are what the scorers
+    read, with every whitespace run collapsed to one space (a tab or newline in them
+    would break the leaderboard CSV's separators)."""
 
     question: str
     answer: str
@@ -292,7 +303,12 @@ class EvidenceItem(_Record):
 
 @dataclass(frozen=True, slots=True)
 class Prediction(_Record):
-    """Final output (v, E, J) for one claim plus the run's bookkeeping."""
+    """Final output (v, E, J) for one claim plus the run's bookkeeping.
+
+    ``evidence`` is what the official outputs carry (a run emits at most
+    ``io.predictions.MAX_EVIDENCE`` ranked items, or one flagged placeholder when nothing
+    was retrieved); ``evidence_all`` is every retrieved item in the same ranking (empty
+    for predictions read from files that do not have it)."""
 
     claim_index: int
     claim_id: str
@@ -304,10 +320,12 @@ class Prediction(_Record):
     flags: tuple[str, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    evidence_all: tuple[EvidenceItem, ...] = ()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Prediction:
         d = dict(d)
         d["evidence"] = tuple(EvidenceItem.from_dict(e) for e in d.get("evidence") or ())
+        d["evidence_all"] = tuple(EvidenceItem.from_dict(e) for e in d.get("evidence_all") or ())
         d["flags"] = tuple(d.get("flags") or ())
         return _build(cls, d)

@@ -130,3 +130,22 @@ def test_missing_model_is_a_clear_error(small_cfg) -> None:
     cfg = replace(small_cfg, retriever=replace(small_cfg.retriever, model="snowflake-arctic-embed-m-v2.0"))
     with pytest.raises(MissingModel, match="models fetch"):
         EvidenceRetriever(cfg, models_dir="/nonexistent-models")
+
+
+def test_all_below_threshold_keeps_the_best_candidate(retriever) -> None:
+    """When no query passes the similarity threshold, stage 2 keeps its single best
+    candidate (outside the queries, so the verdict prompt never sees it) for the
+    placeholder evidence pair of the official outputs."""
+    strict = EvidenceRetriever.__new__(EvidenceRetriever)
+    strict.__dict__.update(retriever.__dict__)
+    strict.cfg = replace(retriever.cfg, retriever=replace(retriever.cfg.retriever, similarity_threshold=0.999))
+    docs = [Document(5, 0, "https://a.example", ("The election was won by the incumbent mayor in 2020.",) * 3)]
+    q = (Query(5, 0, "Who won the election?", ("The mayor won it.",)), Query(5, 1, "When was the vote held?", ()))
+    ev = strict.retrieve(docs, q)
+    assert all(not x.snippets for x in ev.queries) and "no_snippets:q0" in ev.flags
+    assert ev.below_threshold is not None and ev.below_threshold.query in q
+    (sn,) = ev.below_threshold.snippets
+    assert 0 < sn.score < 0.999 and docs[0].text[sn.chunk.start : sn.chunk.end] == sn.chunk.text
+    assert ClaimEvidence.from_dict(ev.to_dict()) == ev
+    normal = retriever.retrieve(docs, q)
+    assert any(x.snippets for x in normal.queries) and normal.below_threshold is None  # kept only when nothing passed

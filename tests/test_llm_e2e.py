@@ -113,9 +113,9 @@ def test_stage1_and_stage3_end_to_end(llama, claims):
         assert p.label in LABELS and p.justification
         assert p.meta["prompt_tokens"] > 1000 and 0 < p.meta["completion_tokens"] <= 16
         assert set(h.flags) <= set(p.flags) and p.provisional_label == h.provisional_label
-        assert len(p.evidence) == sum(len(q.snippets) for q in ev.queries)
+        assert len(p.evidence_all) == sum(len(q.snippets) for q in ev.queries) and p.evidence == p.evidence_all[:10]
         doc_text = {d.position: d.text for d in store.iter_documents(p.claim_index)}
-        assert all(doc_text[e.doc_position][e.start : e.end] == e.answer for e in p.evidence)
+        assert all(doc_text[e.doc_position][e.start : e.end] == e.scraped_text for e in p.evidence)
 
 
 def test_verdict_prompt_fits_real_tokenizer(llama, claims):

@@ -18,7 +18,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sanctuary_local.io.leaderboard import HEADER, read_leaderboard_csv
+from sanctuary_local.io.leaderboard import HEADER, check_official_rows, read_leaderboard_csv
+from sanctuary_local.io.predictions import MAX_EVIDENCE, NO_ANSWER, read_predictions_json
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.records import LABELS
@@ -81,14 +82,14 @@ def test_outputs_exist_and_validate(reference_run: Path) -> None:
                  "stage3_predictions.jsonl", "timings.json", "manifest.json", "config.json", "run.log"):
         assert (reference_run / name).is_file(), name
     preds = orjson.loads((reference_run / "predictions.json").read_bytes())
-    assert [p["claim_id"] for p in preds] == [str(i) for i in range(N_EXAMPLES)]
+    assert [p["claim_id"] for p in preds] == list(range(N_EXAMPLES))  # integers, as in the official files
     for p in preds:
         assert p["pred_label"] in LABELS
         assert isinstance(p["claim"], str) and p["claim"]
         for e in p["evidence"]:
             assert set(e) >= {"question", "answer", "url", "scraped_text"}
     rows = read_leaderboard_csv(reference_run / "submission.csv")
-    assert [r.id for r in rows] == [p["claim_id"] for p in preds]
+    assert [r.id for r in rows] == [str(p["claim_index"]) for p in preds]
     assert all(r.split == "pred" and r.label in LABELS for r in rows)
     assert (reference_run / "submission.csv").read_bytes().startswith(",".join(HEADER).encode() + b"\r\n")
     timings = orjson.loads((reference_run / "timings.json").read_bytes())
@@ -107,9 +108,24 @@ def test_every_evidence_snippet_reconstructs_from_its_document(reference_run: Pa
         for e in p["evidence"]:
             doc = docs[e["doc_position"]]
             assert doc.url == e["url"]
-            assert doc.text[e["start"] : e["end"]] == e["answer"]
+            assert doc.text[e["start"] : e["end"]] == e["scraped_text"]  # verbatim
+            assert e["answer"] == " ".join(e["scraped_text"].split())  # what the scorers read
             n += 1
     assert n > 0, "no evidence at all on the examples"
+
+
+def test_official_outputs_are_always_valid(reference_run: Path) -> None:
+    """Every submission row parses under the official scorer's rules; ≤ 10 pairs per
+    claim, the full ranking kept in evidence_all; no tab or newline in emitted text."""
+    assert check_official_rows(reference_run / "submission.csv", max_pairs=MAX_EVIDENCE) == []
+    for p in read_predictions_json(reference_run / "predictions.json"):
+        assert 1 <= len(p.evidence) <= MAX_EVIDENCE
+        if p.evidence_all:
+            assert p.evidence == p.evidence_all[:MAX_EVIDENCE]
+        else:
+            assert any(f.startswith("evidence_placeholder") for f in p.flags)
+        for e in (*p.evidence, *p.evidence_all):
+            assert e.question == " ".join(e.question.split()) and e.answer == " ".join(e.answer.split())
 
 
 def _cmd(out: Path) -> list[str]:
@@ -167,9 +183,12 @@ def test_corrupted_and_missing_store_files_are_isolated(tmp_path: Path) -> None:
     assert summary.n_claims == N_EXAMPLES and summary.exit_code == 3
     by_id = {p.claim_id: p for p in summary.predictions}
     assert any(f.startswith("store_missing") for f in by_id["1"].flags)
-    assert by_id["1"].evidence == () and by_id["1"].label in LABELS
+    assert by_id["1"].label in LABELS and by_id["1"].evidence_all == ()
+    (placeholder,) = by_id["1"].evidence  # never an empty evi cell: the scorer would crash on it
+    assert placeholder.answer == NO_ANSWER and "evidence_placeholder:no_answer" in by_id["1"].flags
     assert any(f.startswith("store_problems") for f in by_id["2"].flags)
-    assert summary.degraded_reasons.get("store_missing") == 1
+    assert summary.degraded_reasons.get("store_missing") == 1 and "evidence_placeholder" not in summary.degraded_reasons
+    assert check_official_rows(out / "submission.csv", max_pairs=MAX_EVIDENCE) == []
 
 
 def test_tiny_budget_degrades_later_claims_and_reports(tmp_path: Path) -> None:

@@ -6,20 +6,24 @@ the FEVER-8 leaderboard CSV.
 - leaderboard CSV → predictions JSON (to score others' submissions)
 
 Formats are guessed from the input's content and the output's suffix; ``--from`` and
-``--to-format`` override. Output is written atomically: a failure leaves no file.
+``--to-format`` override. ``--claims-range a:b`` keeps the claims with index a ≤ i < b
+(the index in the claims file = the CSV id), so the solution CSV of a subset has the
+same ids as that subset's ``run`` submission. Output is written atomically: a failure
+leaves no file.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
 
 from sanctuary_local.errors import UserError
-from sanctuary_local.io.claims import load_json_file, read_claims
+from sanctuary_local.io.claims import load_json_file, parse_claims_range, read_claims
 from sanctuary_local.io.leaderboard import read_leaderboard_csv, write_leaderboard_csv
 from sanctuary_local.io.predictions import (
     gold_to_solution,
@@ -28,6 +32,9 @@ from sanctuary_local.io.predictions import (
     read_predictions_json,
     write_predictions_json,
 )
+from sanctuary_local.records import Prediction
+
+T = TypeVar("T")
 
 
 class Fmt(str, Enum):
@@ -69,26 +76,43 @@ def output_format(path: Path) -> Fmt:
     raise UserError(f"{path}: cannot tell the output format from suffix {suffix!r}; use --to-format")
 
 
-def convert(src: Path, dst: Path, src_fmt: Fmt | None = None, dst_fmt: Fmt | None = None) -> tuple[Fmt, Fmt, int]:
+def _in_range(items: list[T], index: Callable[[T], int], claims_range: str | None, src: Path) -> list[T]:
+    """The items whose claim index lies in ``claims_range`` (all when it is None)."""
+    if claims_range is None:
+        return items
+    selected = parse_claims_range(claims_range)
+    kept = [x for x in items if index(x) in selected]
+    if not kept:
+        raise UserError(f"{src}: --claims-range {claims_range} selects none of its {len(items)} entries")
+    return kept
+
+
+def _prediction_index(p: Prediction) -> int:
+    return p.claim_index
+
+
+def convert(
+    src: Path, dst: Path, src_fmt: Fmt | None = None, dst_fmt: Fmt | None = None, claims_range: str | None = None
+) -> tuple[Fmt, Fmt, int]:
     """Convert ``src`` to ``dst``; returns (input format, output format, number of rows)."""
     if src.resolve() == dst.resolve():
         raise UserError(f"{dst}: output would overwrite the input")
     src_fmt = src_fmt or sniff_input(src)
     dst_fmt = dst_fmt or output_format(dst)
     if src_fmt is Fmt.predictions and dst_fmt is Fmt.leaderboard:
-        rows = predictions_to_leaderboard(read_predictions_json(src))
+        rows = predictions_to_leaderboard(_in_range(read_predictions_json(src), _prediction_index, claims_range, src))
         write_leaderboard_csv(rows, dst)
         return src_fmt, dst_fmt, len(rows)
     if src_fmt is Fmt.claims and dst_fmt is Fmt.leaderboard:
         try:
-            rows = gold_to_solution(read_claims(src))
+            rows = gold_to_solution(_in_range(read_claims(src), lambda c: c.index, claims_range, src))
         except UserError as exc:
             raise _named(src, exc) from None
         write_leaderboard_csv(rows, dst)
         return src_fmt, dst_fmt, len(rows)
     if src_fmt is Fmt.leaderboard and dst_fmt is Fmt.predictions:
         try:
-            preds = leaderboard_to_predictions(read_leaderboard_csv(src))
+            preds = _in_range(leaderboard_to_predictions(read_leaderboard_csv(src)), _prediction_index, claims_range, src)
         except UserError as exc:
             raise _named(src, exc) from None
         write_predictions_json(preds, dst)
@@ -113,7 +137,8 @@ def register(app: typer.Typer) -> None:
         to: Path = typer.Option(..., "--to", help="Output file (.csv → leaderboard, .json → predictions)."),
         from_fmt: Fmt | None = typer.Option(None, "--from", help="Input format, when the guess is wrong."),
         to_fmt: Fmt | None = typer.Option(None, "--to-format", help="Output format, when the suffix does not say."),
+        claims_range: str = typer.Option(None, "--claims-range", help="Keep claim indices a:b only (as `run --claims-range`)."),
     ) -> None:
         """Convert between predictions JSON, gold claims JSON and the leaderboard CSV."""
-        a, b, n = convert(src, to, from_fmt, to_fmt)
+        a, b, n = convert(src, to, from_fmt, to_fmt, claims_range)
         Console(stderr=True).print(f"{src} ({a.value}) → {to} ({b.value}): {n} rows", highlight=False)

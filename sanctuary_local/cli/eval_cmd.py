@@ -45,20 +45,28 @@ def eval_command(
     judge_limit: int = typer.Option(None, "--judge-limit", help="Judge only the first N claims (smoke tests)."),
     judge_cache: Path = typer.Option(None, "--judge-cache", help="Judge answer cache directory (default OUT/ev2r_cache)."),
     workers: int = typer.Option(None, "--workers", help="Processes for METEOR (default: all CPUs)."),
+    claims_range: str = typer.Option(
+        None, "--claims-range", help="Score only claim ids a:b (e.g. a `run --claims-range a:b` against the full gold file)."
+    ),
 ) -> None:
     """Score predictions against gold: label metrics, Hungarian METEOR, optional Ev2R."""
     from sanctuary_local.evaluation.evaluate import evaluate
-    from sanctuary_local.evaluation.inputs import align, load_gold, load_predictions
+    from sanctuary_local.evaluation.inputs import align, load_gold, load_predictions, select_range
     from sanctuary_local.evaluation.report import summary_table, write_outputs
 
     if judge_max_tokens <= 0:
         raise UserError("--judge-max-tokens must be > 0")
     out = out or (pred if pred.is_dir() else Path("eval"))
-    data = align(load_gold(gold), load_predictions(pred))
+    gold_examples, pred_examples = load_gold(gold), load_predictions(pred)
+    if claims_range:
+        gold_examples, pred_examples = select_range(gold_examples, claims_range), select_range(pred_examples, claims_range)
+        if not gold_examples:
+            raise UserError(f"{gold}: --claims-range {claims_range} selects no gold claim")
+    data = align(gold_examples, pred_examples)
     report = evaluate(data, workers=workers)
     if judge:
         _attach_ev2r(report, data, judge, out, judge_cache, judge_max_tokens, judge_limit)
-    paths = write_outputs(report, out, {"pred": str(pred), "gold": str(gold), "judge": judge})
+    paths = write_outputs(report, out, {"pred": str(pred), "gold": str(gold), "judge": judge, "claims_range": claims_range})
     console = Console()
     console.print(summary_table(report))
     if report.ev2r:
@@ -66,6 +74,8 @@ def eval_command(
     for label, ids in (("missing predictions (placeholder: no evidence, wrong label)", data.missing), ("predictions for unknown ids (ignored)", data.extra)):
         if ids:
             console.print(f"[yellow]warning:[/] {len(ids)} {label}: {', '.join(ids[:10])}{' …' if len(ids) > 10 else ''}")
+    if data.missing and not claims_range:
+        console.print("[yellow]hint:[/] scoring a subset run? pass its --claims-range a:b to score those claims only")
     if data.notes:
         console.print(f"[yellow]{len(data.notes)} notes[/] (see metrics.json), e.g. {data.notes[0]}")
     console.print(f"wrote {paths['metrics']}, {paths['per_claim']}, {paths['confusion']}")

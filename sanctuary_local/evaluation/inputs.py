@@ -3,9 +3,12 @@
 PRED: our ``predictions.json`` (official format), a ``run`` output directory holding one, or
 a leaderboard CSV. GOLD: an official claims file with labels, or a solution CSV. Both are
 reduced to (id, claim, label, question-answer pairs) — exactly what the leaderboard scorer
-sees — and aligned by claim id. A missing prediction becomes a placeholder with no
-evidence and no label (counted wrong, utility 0), as the official scorer does, and is
-reported; a prediction for an unknown id is ignored and reported.
+sees — and aligned by claim id. The id is the claim's index in the claims file (the CSV
+``id``; in our predictions JSON ``claim_index``, else ``claim_id``), so a subset run
+(``run --claims-range 50:100``) lines up with gold claims 50–99 of the full file;
+``select_range`` restricts both sides to such a range. A missing prediction becomes a
+placeholder with no evidence and no label (counted wrong, utility 0), as the official
+scorer does, and is reported; a prediction for an unknown id is ignored and reported.
 """
 
 from __future__ import annotations
@@ -95,7 +98,10 @@ def _pred_entry(entry: Any, position: int, path: Path) -> EvalExample:
     where = f"{path}: entry {position}"
     if not isinstance(entry, dict):
         raise UserError(f"{where}: expected a JSON object, got {type(entry).__name__}")
-    claim_id = str(entry.get("claim_id", entry.get("id", position)))
+    # Our files carry claim_index (the index in the claims file = the gold id); official
+    # ones only claim_id (the dataset index in the official files).
+    index = entry.get("claim_index")
+    claim_id = str(index) if isinstance(index, int) else str(entry.get("claim_id", entry.get("id", position)))
     where = f"{where} (claim id {claim_id})"
     raw_label = entry.get("pred_label", entry.get("label"))
     label = MISSING_LABEL if raw_label in (None, "") else normalize_label(raw_label, where)
@@ -141,6 +147,15 @@ def load_gold(path: str | Path) -> list[EvalExample]:
         if not g.qa_pairs:
             raise UserError(f"{path}: claim id {g.claim_id} has no gold evidence; METEOR/Ev2R need at least one question")
     return gold
+
+
+def select_range(examples: Sequence[EvalExample], claims_range: str) -> list[EvalExample]:
+    """The examples whose id is a claim index in ``claims_range`` (``a:b``, as ``run
+    --claims-range``): scores a subset run against the full gold file."""
+    from sanctuary_local.io.claims import parse_claims_range
+
+    selected = parse_claims_range(claims_range)
+    return [e for e in examples if e.claim_id.isascii() and e.claim_id.isdigit() and int(e.claim_id) in selected]
 
 
 def _check_unique(examples: Sequence[EvalExample], what: str) -> dict[str, EvalExample]:

@@ -22,7 +22,18 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.io.files import read_utf8
 from sanctuary_local.records import LABELS, Claim, GoldAnswer, GoldQuestion
 
-__all__ = ["read_claims", "claim_to_official", "parse_claim", "load_json_file"]
+__all__ = ["read_claims", "claim_to_official", "parse_claim", "load_json_file", "parse_claims_range"]
+
+
+def parse_claims_range(spec: str) -> range:
+    """``--claims-range a:b`` → the claim indices ``a ≤ i < b`` (either bound may be
+    omitted). Indices are positions in the claims file, which is also what the
+    leaderboard CSV ids are, so the same range selects the same claims everywhere."""
+    a, _, b = spec.partition(":")
+    try:
+        return range(int(a) if a.strip() else 0, int(b) if b.strip() else 2**63 - 1)
+    except ValueError:
+        raise UserError(f"--claims-range must look like a:b (got '{spec}')") from None
 
 
 def load_json_file(path: str | Path, what: str = "JSON file") -> Any:

@@ -21,6 +21,8 @@ from sanctuary_local.io.files import read_utf8
 HEADER = ("id", "claim", "evi", "label", "split")
 QA_SEP = "\t\t\n"
 PAIR_END = "\t\t\n\n"
+#: Pairs the official scorer reads per claim (``max_questions`` in averitec_evaluate.py).
+OFFICIAL_MAX_PAIRS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,69 @@ def read_leaderboard_csv(path: str | Path) -> list[LeaderboardRow]:
             raise UserError(f"{path}:{reader.line_num}: expected {len(HEADER)} fields, got {len(row)}")
         rows.append(LeaderboardRow(*row))
     return rows
+
+
+def check_official_rows(path: str | Path, max_pairs: int | None = None) -> list[str]:
+    """Problems the FEVER-8 scorer (averitec_evaluate.py) would hit on this CSV, one
+    line each naming the data row and its id; ``[]`` when every row is usable.
+
+    The scorer reads the file with ``pandas.read_csv``, then per row splits ``evi`` on
+    ``PAIR_END`` and every non-empty piece with ``q, a = piece.split(QA_SEP)``: an
+    empty cell (NaN, a float: no ``.split``) or a piece without exactly one ``QA_SEP``
+    raises and stops the whole evaluation. It keeps the first ``OFFICIAL_MAX_PAIRS``
+    pairs; ``max_pairs`` also reports rows holding more (our ``run`` emits ≤ 10). Read
+    with the csv module, and with pandas as well when it is installed."""
+    path = Path(path)
+    text = read_utf8(path, "leaderboard CSV").decode("utf-8")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, [])
+    if tuple(header) != HEADER:
+        return [f"{path}: header is {','.join(header)!r}, expected {','.join(HEADER)!r}"]
+    problems: list[str] = []
+    seen: set[str] = set()
+    n_rows = 0
+    for n_rows, row in enumerate(reader, start=1):
+        if len(row) != len(HEADER):
+            problems.append(f"row {n_rows}: {len(row)} fields, expected {len(HEADER)}")
+            continue
+        where = f"row {n_rows} (id {row[0]!r})"
+        if not (row[0].isascii() and row[0].isdigit()):
+            problems.append(f"{where}: id is not a non-negative integer")
+        elif row[0] in seen:
+            problems.append(f"{where}: duplicate id")
+        seen.add(row[0])
+        problems += [f"{where}: {p}" for p in _evi_problems(row[2], max_pairs)]
+    return problems + _pandas_problems(path, n_rows)
+
+
+def _evi_problems(evi: str, max_pairs: int | None) -> list[str]:
+    """The scorer's own splitting of one ``evi`` cell, as problems."""
+    if not evi.strip():
+        return ["evi is empty (pandas reads NaN; the scorer's .split fails)"]
+    pieces = [piece for piece in evi.split(PAIR_END) if piece]
+    problems = [
+        f"evidence piece {k}: {piece.count(QA_SEP)} question-answer separators, expected exactly 1"
+        for k, piece in enumerate(pieces) if len(piece.split(QA_SEP)) != 2
+    ]
+    if not pieces:
+        problems.append("evi holds no question-answer pair")
+    if max_pairs is not None and len(pieces) > max_pairs:
+        problems.append(f"{len(pieces)} question-answer pairs, more than {max_pairs}")
+    return problems
+
+
+def _pandas_problems(path: Path, n_rows: int) -> list[str]:
+    """What ``pandas.read_csv`` (the scorer's reader) sees differently: NaN cells, row count."""
+    try:
+        import pandas as pd
+    except ImportError:
+        return []
+    frame = pd.read_csv(path)
+    problems = [] if len(frame) == n_rows else [f"pandas reads {len(frame)} rows, the csv module {n_rows}"]
+    for i, evi in enumerate(frame["evi"].tolist(), start=1):
+        if not isinstance(evi, str):
+            problems.append(f"row {i} (id {frame['id'].iloc[i - 1]!r}): pandas reads evi as {evi!r}, not a string")
+    return problems
 
 
 def leaderboard_csv_text(rows: list[LeaderboardRow]) -> str:

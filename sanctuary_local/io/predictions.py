@@ -1,11 +1,17 @@
 """Predictions in the official AVeriTeC JSON format, and conversions to/from the
 FEVER-8 leaderboard CSV.
 
-Official prediction object (paper §3 output (v, E, J)): ``claim_id``, ``claim``,
-``evidence: [{question, answer, url, scraped_text}]``, ``pred_label``. We add our own
-fields (``justification``, ``provisional_label``, ``flags``, ``timings``,
-``claim_index``, ``meta``; evidence ``doc_position``/``start``/``end``/``score``), which
-official tools ignore; ``read_predictions_json`` accepts files with or without them.
+Official prediction object (paper §3 output (v, E, J)): ``claim_id`` (an integer when
+it is all digits, as in the official files), ``claim``, ``evidence: [{question, answer,
+url, scraped_text}]``, ``pred_label``. We add our own fields (``justification``,
+``provisional_label``, ``flags``, ``timings``, ``claim_index``, ``meta``,
+``evidence_all``; evidence ``doc_position``/``start``/``end``/``score``), which official
+tools ignore; ``read_predictions_json`` accepts files with or without them.
+
+Identifiers: the leaderboard CSV ``id`` is the claim's index in the input claims file.
+For a whole-file run that is what the official converter writes (the prediction's
+position); for a subset run (``--claims-range 50:100``) it keeps the dataset ids, so the
+rows score against the matching rows of the solution CSV.
 """
 
 from __future__ import annotations
@@ -29,24 +35,47 @@ __all__ = [
     "gold_to_solution",
     "leaderboard_to_predictions",
     "NO_ANSWER",
+    "MAX_EVIDENCE",
+    "collapse_whitespace",
 ]
 
 #: What the official converter writes for a gold question without any answer.
 NO_ANSWER = "No answer could be found."
+#: Question-answer pairs a run emits per claim in ``evidence`` and ``submission.csv``:
+#: the official Hungarian-METEOR scorer reads only the first 10 (``max_questions``) and
+#: the Ev2R judge truncates; the full ranked list stays in ``evidence_all``.
+MAX_EVIDENCE = 10
 _EVIDENCE_EXTRAS = ("doc_position", "start", "end", "score")
 
 
-def prediction_to_official(p: Prediction) -> dict[str, Any]:
-    """``Prediction`` → the official prediction object plus our extra fields."""
-    evidence = []
-    for e in p.evidence:
+def collapse_whitespace(text: str) -> str:
+    """Every whitespace run → one space, stripped: emitted questions and answers never
+    contain the tabs and newlines that separate pairs in the leaderboard CSV."""
+    return " ".join(text.split())
+
+
+def official_claim_id(claim_id: str) -> int | str:
+    """The ``claim_id`` as the official JSON writes it: an integer when it is one
+    (written back identically), else the string."""
+    return int(claim_id) if claim_id.isascii() and claim_id.isdigit() and str(int(claim_id)) == claim_id else claim_id
+
+
+def _evidence_to_official(items: Sequence[EvidenceItem]) -> list[dict[str, Any]]:
+    out = []
+    for e in items:
         item: dict[str, Any] = {"question": e.question, "answer": e.answer, "url": e.url, "scraped_text": e.scraped_text}
         item |= {k: getattr(e, k) for k in _EVIDENCE_EXTRAS}
-        evidence.append(item)
+        out.append(item)
+    return out
+
+
+def prediction_to_official(p: Prediction) -> dict[str, Any]:
+    """``Prediction`` → the official prediction object plus our extra fields
+    (``evidence_all`` only when the prediction has it)."""
     out: dict[str, Any] = {
-        "claim_id": p.claim_id,
+        "claim_id": official_claim_id(p.claim_id),
         "claim": p.claim,
-        "evidence": evidence,
+        "evidence": _evidence_to_official(p.evidence),
         "pred_label": p.label,
         "justification": p.justification,
         "provisional_label": p.provisional_label,
@@ -54,6 +83,8 @@ def prediction_to_official(p: Prediction) -> dict[str, Any]:
         "timings": dict(p.timings),
         "claim_index": p.claim_index,
     }
+    if p.evidence_all:
+        out["evidence_all"] = _evidence_to_official(p.evidence_all)
     if p.meta:
         out["meta"] = dict(p.meta)
     return out
@@ -90,8 +121,10 @@ def _parse_prediction(entry: Any, position: int, where: str) -> Prediction:
         # Official files have only claim_id, which is the claim's index in the dataset.
         claim_index = int(claim_id) if claim_id.isdigit() else position
     evidence = entry.get("evidence") or []
-    if not isinstance(evidence, list):
-        raise UserError(f"{where}: field 'evidence' must be a list")
+    evidence_all = entry.get("evidence_all") or []
+    for key, value in (("evidence", evidence), ("evidence_all", evidence_all)):
+        if not isinstance(value, list):
+            raise UserError(f"{where}: field '{key}' must be a list")
     return Prediction(
         claim_index=claim_index,
         claim_id=claim_id,
@@ -103,6 +136,7 @@ def _parse_prediction(entry: Any, position: int, where: str) -> Prediction:
         flags=tuple(entry.get("flags") or ()),
         timings=dict(entry.get("timings") or {}),
         meta=dict(entry.get("meta") or {}),
+        evidence_all=tuple(_parse_evidence(e, f"{where}, evidence_all {j}") for j, e in enumerate(evidence_all)),
     )
 
 
@@ -130,11 +164,14 @@ def _parse_evidence(e: Any, where: str) -> EvidenceItem:
 def predictions_to_leaderboard(preds: Sequence[Prediction]) -> list[LeaderboardRow]:
     """Predictions → leaderboard rows (what the shared task's converter writes).
 
-    ``split`` is ``"pred"`` unless the prediction came from a CSV with another split
-    (kept in ``meta["split"]`` so that CSV → JSON → CSV is byte-identical)."""
+    ``id`` is the claim's index in the claims file (see the module docstring); the
+    evidence is written as it is (a run's predictions already hold ≤ ``MAX_EVIDENCE``
+    pairs; someone else's file is converted unchanged). ``split`` is ``"pred"`` unless
+    the prediction came from a CSV with another split (kept in ``meta["split"]`` so that
+    CSV → JSON → CSV is byte-identical)."""
     return [
         LeaderboardRow(
-            id=p.claim_id,
+            id=str(p.claim_index),
             claim=p.claim,
             evi=format_evi([(e.question, e.answer) for e in p.evidence]),
             label=p.label,
@@ -145,7 +182,8 @@ def predictions_to_leaderboard(preds: Sequence[Prediction]) -> list[LeaderboardR
 
 
 def gold_to_solution(claims: Sequence[Claim]) -> list[LeaderboardRow]:
-    """Gold claims → the solution CSV rows (``split="gold"``).
+    """Gold claims → the solution CSV rows (``split="gold"``), ``id`` = the claim's index
+    in the claims file (the official converter's position; a subset keeps its ids).
 
     One QA pair per gold *answer* (a question with several answers repeats the
     question); Boolean answers get ``". " + boolean_explanation``; a question with no
@@ -159,7 +197,7 @@ def gold_to_solution(claims: Sequence[Claim]) -> list[LeaderboardRow]:
         for q in c.gold_questions:
             answers = [a.scored_text() for a in q.answers] or [NO_ANSWER]
             pairs.extend((q.question, a) for a in answers)
-        rows.append(LeaderboardRow(id=c.claim_id, claim=c.text, evi=format_evi(pairs), label=c.gold_label, split="gold"))
+        rows.append(LeaderboardRow(id=str(c.index), claim=c.text, evi=format_evi(pairs), label=c.gold_label, split="gold"))
     return rows
 
 

@@ -14,6 +14,7 @@ import os
 import time
 from collections import defaultdict
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -116,10 +117,10 @@ class EvidenceRetriever:
         flags += [f"no_hits:q{q.number}" for q, h in zip(queries, hits) if not h]
         chunks = self._chunks(documents, hits)
         clock.lap("chunk")
-        per_query = self._dense(chunks, queries, clock)
+        per_query, below = self._dense(chunks, queries, clock)
         flags += [f"no_snippets:q{q.number}" for q, s in zip(queries, per_query) if not s and any(hits)]
         result = tuple(QueryEvidence(q, tuple(s)) for q, s in zip(queries, per_query))
-        return ClaimEvidence(claim, result, tuple(flags), clock.total())
+        return ClaimEvidence(claim, result, tuple(flags), clock.total(), below)
 
     def _chunks(self, documents: Sequence[Document], hits: list[list[Segment]]):
         """Retrieved segments grouped by document URL (§4.2), consolidated, chunked (§4.3)."""
@@ -134,12 +135,14 @@ class EvidenceRetriever:
         work = [(docs[p], docs[p].text, consolidate(set(by_doc[p]))) for p in order]
         return self.chunking.chunk_documents(work)
 
-    def _dense(self, chunks, queries: Sequence[Query], clock: _Clock) -> list[list[EvidenceSnippet]]:
-        """Embed, FAISS search, dedup (> 0.9) and threshold, ≤ max_snippets per query."""
+    def _dense(self, chunks, queries: Sequence[Query], clock: _Clock) -> tuple[list[list[EvidenceSnippet]], QueryEvidence | None]:
+        """Embed, FAISS search, dedup (> 0.9) and threshold, ≤ max_snippets per query;
+        plus, when no query kept anything, the best candidate below the threshold (see
+        ``ClaimEvidence.below_threshold``)."""
         cfg, rcfg = self.cfg, self.cfg.retriever
         if not chunks:
             clock.lap("embed")
-            return [[] for _ in queries]
+            return [[] for _ in queries], None
         c_emb = self.retriever.encode_documents([c.text for c in chunks])
         q_emb = self.retriever.encode_queries([q.text for q in queries])
         clock.lap("embed")
@@ -150,7 +153,20 @@ class EvidenceRetriever:
             kept = select_snippets(scores[i], ids[i], c_emb, rcfg.similarity_threshold, cfg.dedup_threshold, cfg.max_snippets)
             out.append([EvidenceSnippet(chunks[j], round(s, 6)) for j, s in kept])
         clock.lap("faiss")
-        return out
+        return out, (None if any(out) else _best_below(chunks, queries, scores, ids))
+
+
+def _best_below(chunks, queries: Sequence[Query], scores, ids) -> QueryEvidence | None:
+    """The single best (query, chunk) candidate of a claim whose queries all came back
+    empty: each query's top FAISS hit, the highest cosine over the queries."""
+    best: tuple[float, int, int] | None = None
+    for i in range(len(queries)):
+        if ids.shape[1] and ids[i][0] >= 0 and (best is None or float(scores[i][0]) > best[0]):
+            best = (float(scores[i][0]), i, int(ids[i][0]))
+    if best is None:
+        return None
+    score, i, j = best
+    return QueryEvidence(queries[i], (EvidenceSnippet(chunks[j], round(score, 6)),))
 
 
 # ----------------------------------------------------------------- process pool
@@ -178,7 +194,7 @@ def _one_claim(claim_index: int, queries: tuple[Query, ...]) -> ClaimEvidence:
         ev = _WORKER["retriever"].retrieve(loaded.documents, queries, cache_key=store.fingerprint(claim_index))
         extra = tuple(f"store_problems:{len(loaded.problems)}" for _ in [0] if loaded.problems)
         timings = {"load": round(load_s, 4), **ev.timings}
-        return ClaimEvidence(claim_index, ev.queries, ev.flags + extra, timings)
+        return replace(ev, claim_index=claim_index, flags=ev.flags + extra, timings=timings)
     except Exception as exc:  # noqa: BLE001 - one bad claim never kills the batch
         msg = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]
         return ClaimEvidence(claim_index, tuple(QueryEvidence(q) for q in queries), (f"retrieval_error: {msg}",))

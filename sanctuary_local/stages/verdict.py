@@ -13,9 +13,10 @@ import logging
 from collections.abc import Sequence
 
 from sanctuary_local.config import VerdictConfig
+from sanctuary_local.io.predictions import MAX_EVIDENCE, NO_ANSWER, collapse_whitespace
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, LLMBackend
 from sanctuary_local.prompts import load_prompt, prompt_hash, render
-from sanctuary_local.records import Claim, ClaimEvidence, EvidenceItem, HydeResult, Prediction
+from sanctuary_local.records import Claim, ClaimEvidence, EvidenceItem, EvidenceSnippet, HydeResult, Prediction
 from sanctuary_local.stages.hyde import claim_fields, hyde_prompt_hash
 from sanctuary_local.stages.parsing import parse_verdict_output
 
@@ -28,19 +29,52 @@ def verdict_prompt_hash(prompt: str = "verdict.txt") -> str:
     return prompt_hash(prompt)
 
 
+def _item(question: str, sn: EvidenceSnippet) -> EvidenceItem:
+    """One evidence item: question and answer with whitespace collapsed (what scorers
+    read), the verbatim snippet in ``scraped_text`` with its exact span."""
+    c = sn.chunk
+    return EvidenceItem(collapse_whitespace(question), collapse_whitespace(c.text), c.url, c.text,
+                        c.doc_position, c.start, c.end, sn.score)
+
+
 def evidence_items(ev: ClaimEvidence) -> tuple[EvidenceItem, ...]:
-    """The official evidence list E: round-robin by rank — every query's best snippet
-    first (in query order), then every query's second, ... — so that a scorer reading
-    only the first items still sees every question. Answers are verbatim snippets."""
+    """Every retrieved snippet as evidence, ranked round-robin by rank — every query's
+    best snippet first (in query order), then every query's second, ... — so that a
+    scorer reading only the first items still sees every question."""
     items = []
     depth = max((len(q.snippets) for q in ev.queries), default=0)
     for rank in range(depth):
         for qe in ev.queries:
             if rank < len(qe.snippets):
-                sn = qe.snippets[rank]
-                c = sn.chunk
-                items.append(EvidenceItem(qe.query.question, c.text, c.url, c.text, c.doc_position, c.start, c.end, sn.score))
+                items.append(_item(qe.query.question, qe.snippets[rank]))
     return tuple(items)
+
+
+def placeholder_evidence(claim: Claim, ev: ClaimEvidence) -> tuple[EvidenceItem, str]:
+    """The one pair a claim without any retrieved snippet still emits, and its flag.
+
+    An empty ``evi`` cell is read as NaN by the official scorer, whose ``.split`` then
+    stops the whole evaluation. The best candidate below the similarity threshold is
+    used when stage 2 kept one (``evidence_placeholder:below_threshold``), else the
+    first question (or the claim) with ``NO_ANSWER`` (``evidence_placeholder:no_answer``)."""
+    below = ev.below_threshold
+    if below is not None and below.snippets:
+        return _item(below.query.question, below.snippets[0]), "evidence_placeholder:below_threshold"
+    question = ev.queries[0].query.question if ev.queries else claim.text
+    return EvidenceItem(collapse_whitespace(question), NO_ANSWER, ""), "evidence_placeholder:no_answer"
+
+
+def official_evidence(
+    claim: Claim, ev: ClaimEvidence, limit: int = MAX_EVIDENCE
+) -> tuple[tuple[EvidenceItem, ...], tuple[EvidenceItem, ...], tuple[str, ...]]:
+    """``(evidence, evidence_all, flags)`` of a prediction: the first ``limit`` ranked
+    items (the official scorer reads 10), every ranked item, and — when nothing was
+    retrieved — one placeholder pair with its flag (see ``placeholder_evidence``)."""
+    ranked = evidence_items(ev)
+    if ranked:
+        return ranked[:limit], ranked, ()
+    item, flag = placeholder_evidence(claim, ev)
+    return (item,), (), (flag,)
 
 
 def format_evidence(ev: ClaimEvidence, dropped: frozenset[Key] = frozenset()) -> str:
@@ -121,6 +155,7 @@ def _prediction(
         vflags = (*vflags, "verdict_trimmed")
     if res.finish_reason == "length":
         vflags = (*vflags, "verdict_truncated")
+    evidence, evidence_all, eflags = official_evidence(claim, ev)
     meta = {
         "hyde_prompt_hash": hyde_prompt_hash(),
         "verdict_prompt_hash": verdict_prompt_hash(),
@@ -139,12 +174,13 @@ def _prediction(
         claim_id=claim.claim_id,
         claim=claim.text,
         label=label,
-        evidence=evidence_items(ev),
+        evidence=evidence,
         justification=justification,
         provisional_label=hyde.provisional_label,
-        flags=tuple(dict.fromkeys((*hyde.flags, *ev.flags, *vflags))),
+        flags=tuple(dict.fromkeys((*hyde.flags, *ev.flags, *eflags, *vflags))),
         timings={"verdict_s": res.seconds},
         meta=meta,
+        evidence_all=evidence_all,
     )
 
 
