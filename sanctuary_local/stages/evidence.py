@@ -26,7 +26,7 @@ from sanctuary_local.records import (
 from sanctuary_local.retrieval.bm25 import BM25Engine, index_cache_path, load_cached, make_engine, save_cached
 from sanctuary_local.retrieval.chunking import SemanticChunking, consolidate
 from sanctuary_local.retrieval.dense import dense_search, select_snippets
-from sanctuary_local.retrieval.embed import Embedder
+from sanctuary_local.retrieval.embed import make_embedder
 from sanctuary_local.retrieval.segment import Corpus, build_corpus
 
 __all__ = ["EvidenceRetriever", "RetrievalPool", "run_retrieval"]
@@ -60,10 +60,15 @@ class EvidenceRetriever:
     def __init__(self, cfg: RetrievalConfig, models_dir: str | Path = "models") -> None:
         self.cfg = cfg
         make_engine(cfg.engine, cfg.bm25_k1, cfg.bm25_b)  # validate the engine name eagerly
-        self.retriever = Embedder(cfg.retriever, models_dir)
+        self.retriever = make_embedder(cfg.retriever, models_dir)
         # One model in memory when both roles use the same model and settings (CPU default).
         same = all(getattr(cfg.sts, f) == getattr(cfg.retriever, f) for f in _MODEL_FIELDS)
-        self.sts = self.retriever if same else Embedder(cfg.sts, models_dir)
+        self.sts = self.retriever if same else make_embedder(cfg.sts, models_dir)
+        if cfg.chunk_vectors == "pool" and not same and not cfg.prefilter:
+            from sanctuary_local.errors import UserError
+
+            raise UserError("retrieval.chunk_vectors = 'pool' needs retrieval.sts = retrieval.retriever "
+                            "(pooled STS vectors are not in the retriever's space) or retrieval.prefilter > 0")
         self.chunking = SemanticChunking(cfg, self.sts)
 
     # ------------------------------------------------------------------ coarse (§4.2)
@@ -115,17 +120,19 @@ class EvidenceRetriever:
         hits = self.coarse_search(corpus, engine, queries)
         clock.lap("bm25")
         flags += [f"no_hits:q{q.number}" for q, h in zip(queries, hits) if not h]
-        chunks = self._chunks(documents, hits)
+        chunks, vectors = self._chunks(documents, hits)
         clock.lap("chunk")
-        per_query, below = self._dense(chunks, queries, clock)
+        per_query, below = self._dense(chunks, vectors, queries, clock)
         flags += [f"no_snippets:q{q.number}" for q, s in zip(queries, per_query) if not s and any(hits)]
         result = tuple(QueryEvidence(q, tuple(s)) for q, s in zip(queries, per_query))
         return ClaimEvidence(claim, result, tuple(flags), clock.total(), below)
 
     def _chunks(self, documents: Sequence[Document], hits: list[list[Segment]]):
-        """Retrieved segments grouped by document URL (§4.2), consolidated, chunked (§4.3)."""
+        """Retrieved segments grouped by document URL (§4.2), consolidated, chunked (§4.3);
+        a segment retrieved by several queries is chunked and embedded once. Returns the
+        chunks and, when pooling or pre-selection is on, their pooled STS vectors."""
         by_doc: dict[int, list[Segment]] = defaultdict(list)
-        for segs in hits:
+        for segs in self.semantic_segments(hits):
             for s in segs:
                 by_doc[s.doc_position].append(s)
         docs = {d.position: d for d in documents}
@@ -133,17 +140,55 @@ class EvidenceRetriever:
         # separate documents so every snippet keeps its exact document index.
         order = sorted(by_doc, key=lambda p: (docs[p].url, p))
         work = [(docs[p], docs[p].text, consolidate(set(by_doc[p]))) for p in order]
-        return self.chunking.chunk_documents(work)
+    def semantic_segments(self, hits: list[list[Segment]]) -> list[list[Segment]]:
+        """Each query's segments that go through chunking + embedding (early stop).
 
-    def _dense(self, chunks, queries: Sequence[Query], clock: _Clock) -> tuple[list[list[EvidenceSnippet]], QueryEvidence | None]:
-        """Embed, FAISS search, dedup (> 0.9) and threshold, ≤ max_snippets per query;
-        plus, when no query kept anything, the best candidate below the threshold (see
-        ``ClaimEvidence.below_threshold``)."""
+        With ``semantic_candidates`` = N > 0 a query's segments are walked in BM25 order
+        and the walk stops once they hold N × ``chunk_size`` tokens, the text of N full
+        chunks (default N = 64 = the dense candidates examined per query). An
+        approximation, not a proof: a lower-ranked segment could hold a chunk closer to
+        the query; its effect is measured (docs/retrieval.md, issue 14)."""
+        n = self.cfg.semantic_candidates
+        if n <= 0:
+            return hits
+        need = n * self.cfg.chunk_size
+        out = []
+        for segs in hits:
+            total, k = 0, 0
+            while k < len(segs) and total < need:
+                total += segs[k].n_tokens
+                k += 1
+            out.append(segs[:k])
+        return out
+
+        if self.cfg.chunk_vectors == "pool" or self.cfg.prefilter > 0:
+            return self.chunking.chunk_documents(work, pool=True)
+        return self.chunking.chunk_documents(work), None
+
+    def _chunk_vectors(self, chunks, vectors, queries: Sequence[Query]):
+        """Retriever-space vectors of the chunks that go to dense search (and those chunks).
+
+        Pooled vectors are used as they are when the STS model is the retriever; with
+        ``prefilter`` = N > 0 (STS model ≠ retriever) each query's best N chunks by pooled
+        STS cosine are pre-selected and only their union is embedded with the retriever."""
+        cfg = self.cfg
+        if vectors is not None and cfg.chunk_vectors == "pool" and self.sts is self.retriever:
+            return chunks, vectors
+        if vectors is not None and cfg.prefilter > 0 and len(chunks) > cfg.prefilter:
+            sq = self.sts.encode_queries([q.text for q in queries])
+            _, ids = dense_search(sq, vectors, cfg.prefilter, "cpu")
+            chunks = [chunks[j] for j in sorted(set(ids[ids >= 0].tolist()))]
+        return chunks, self.retriever.encode_documents([c.text for c in chunks])
+
+    def _dense(self, chunks, vectors, queries: Sequence[Query], clock: _Clock) -> tuple[list[list[EvidenceSnippet]], QueryEvidence | None]:
+        """Embed (or pool), FAISS search, dedup (> 0.9) and threshold, ≤ max_snippets per
+        query; plus, when no query kept anything, the best candidate below the threshold
+        (see ``ClaimEvidence.below_threshold``)."""
         cfg, rcfg = self.cfg, self.cfg.retriever
         if not chunks:
             clock.lap("embed")
             return [[] for _ in queries], None
-        c_emb = self.retriever.encode_documents([c.text for c in chunks])
+        chunks, c_emb = self._chunk_vectors(chunks, vectors, queries)
         q_emb = self.retriever.encode_queries([q.text for q in queries])
         clock.lap("embed")
         k = cfg.max_snippets * CANDIDATES_PER_SNIPPET
