@@ -147,7 +147,6 @@ class RetrievalConfig:
     """Snippets kept per query."""
     faiss_device: str = "auto"
     """auto | cpu | cuda."""
-
     semantic_candidates: int = 0
     """Early stop (issue 14): per query, only the best BM25 segments holding this many
     chunks' worth of tokens (× chunk_size) are chunked and embedded; 0: all top-k."""
@@ -157,6 +156,7 @@ class RetrievalConfig:
     prefilter: int = 0
     """N > 0: rank chunks per query by their pooled STS vectors first and embed only the
     union of each query's best N with the retriever (a cheap STS model, e.g. 'static:…')."""
+
 
 @dataclass
 class VerdictConfig:
@@ -250,10 +250,10 @@ def validate(cfg: Config) -> None:
         (r.max_snippets > 0, "retrieval.max_snippets must be > 0"),
         (0.0 < r.dedup_threshold <= 1.0, "retrieval.dedup_threshold must be in (0, 1]"),
         (r.workers is None or r.workers > 0, "retrieval.workers must be > 0"),
-        (1 <= cfg.hyde.min_questions <= cfg.hyde.max_questions, "hyde.min_questions must be in [1, max_questions]"),
         (r.semantic_candidates >= 0, "retrieval.semantic_candidates must be >= 0"),
         (r.chunk_vectors in ("embed", "pool"), "retrieval.chunk_vectors must be 'embed' or 'pool'"),
         (r.prefilter >= 0, "retrieval.prefilter must be >= 0"),
+        (1 <= cfg.hyde.min_questions <= cfg.hyde.max_questions, "hyde.min_questions must be in [1, max_questions]"),
     ]
     for ok, msg in checks:
         if not ok:

@@ -127,19 +127,6 @@ class EvidenceRetriever:
         result = tuple(QueryEvidence(q, tuple(s)) for q, s in zip(queries, per_query))
         return ClaimEvidence(claim, result, tuple(flags), clock.total(), below)
 
-    def _chunks(self, documents: Sequence[Document], hits: list[list[Segment]]):
-        """Retrieved segments grouped by document URL (§4.2), consolidated, chunked (§4.3);
-        a segment retrieved by several queries is chunked and embedded once. Returns the
-        chunks and, when pooling or pre-selection is on, their pooled STS vectors."""
-        by_doc: dict[int, list[Segment]] = defaultdict(list)
-        for segs in self.semantic_segments(hits):
-            for s in segs:
-                by_doc[s.doc_position].append(s)
-        docs = {d.position: d for d in documents}
-        # Group by URL first (paper), then by document position: repeated URLs stay
-        # separate documents so every snippet keeps its exact document index.
-        order = sorted(by_doc, key=lambda p: (docs[p].url, p))
-        work = [(docs[p], docs[p].text, consolidate(set(by_doc[p]))) for p in order]
     def semantic_segments(self, hits: list[list[Segment]]) -> list[list[Segment]]:
         """Each query's segments that go through chunking + embedding (early stop).
 
@@ -161,6 +148,19 @@ class EvidenceRetriever:
             out.append(segs[:k])
         return out
 
+    def _chunks(self, documents: Sequence[Document], hits: list[list[Segment]]):
+        """Retrieved segments grouped by document URL (§4.2), consolidated, chunked (§4.3);
+        a segment retrieved by several queries is chunked and embedded once. Returns the
+        chunks and, when pooling or pre-selection is on, their pooled STS vectors."""
+        by_doc: dict[int, list[Segment]] = defaultdict(list)
+        for segs in self.semantic_segments(hits):
+            for s in segs:
+                by_doc[s.doc_position].append(s)
+        docs = {d.position: d for d in documents}
+        # Group by URL first (paper), then by document position: repeated URLs stay
+        # separate documents so every snippet keeps its exact document index.
+        order = sorted(by_doc, key=lambda p: (docs[p].url, p))
+        work = [(docs[p], docs[p].text, consolidate(set(by_doc[p]))) for p in order]
         if self.cfg.chunk_vectors == "pool" or self.cfg.prefilter > 0:
             return self.chunking.chunk_documents(work, pool=True)
         return self.chunking.chunk_documents(work), None
