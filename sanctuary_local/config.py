@@ -167,6 +167,9 @@ class VerdictConfig:
         default_factory=lambda: SamplingConfig(temperature=0.9, top_p=0.7, top_k=1, max_tokens=2048)
     )
     prompt: str = "verdict.txt"
+    label_reask: str = "verdict_label.txt"
+    """Prompt that asks once more for the label alone when the reasoning has none (it ran
+    into max_tokens, or never wrote ``Label:``); "" turns the re-ask off."""
 
 
 @dataclass

@@ -9,6 +9,8 @@ import json
 
 import pytest
 
+from sanctuary_local.llm.base import ChatResult
+
 from sanctuary_local.config import VerdictConfig
 from sanctuary_local.records import (
     Chunk, ClaimEvidence, EvidenceSnippet, HydeResult, Prediction, Query, QueryEvidence,
@@ -88,7 +90,7 @@ def test_run_verdict_labels_flags_meta():
     claims = [CLAIM, CLAIM.__class__(index=8, text="B"), CLAIM.__class__(index=9, text="C")]
     hydes = [HYDE, HydeResult(8, None, ()), HydeResult(9, "Supported", ())]
     evs = [evidence(7, ("evidence_few",)), ClaimEvidence(8), ClaimEvidence(9)]
-    preds = run_verdict(claims, hydes, evs, ScriptedBackend(out_texts), VerdictConfig())
+    preds = run_verdict(claims, hydes, evs, ScriptedBackend(out_texts), VerdictConfig(label_reask=""))
     assert [p.claim_index for p in preds] == [7, 8, 9]
     assert preds[0].label == "Not Enough Evidence" and preds[0].justification == "1. a\n2. b\n3. c\n4. d"
     assert preds[0].flags == ("hyde_repaired", "evidence_few") and preds[0].provisional_label == "Refuted"
@@ -108,3 +110,38 @@ def test_run_verdict_rejects_misaligned_inputs():
         run_verdict([CLAIM], [HydeResult(8, None, ())], [ClaimEvidence(7)], ScriptedBackend(["x"]), VerdictConfig())
     with pytest.raises(ValueError, match="1 claims, 0 hyde"):
         run_verdict([CLAIM], [], [ClaimEvidence(7)], ScriptedBackend(["x"]), VerdictConfig())
+
+
+class QueueBackend(ScriptedBackend):
+    """Answers requests with the next outputs in order, across calls."""
+
+    def generate(self, requests):
+        self.calls.append(requests)
+        taken, self.outputs = self.outputs[: len(requests)], self.outputs[len(requests):]
+        return [ChatResult(o, 10, 5, "length" if "cut" in o else "stop", 0.1) for o in taken]
+
+
+@pytest.mark.parametrize(("answer", "label"), [
+    ("Refuted", "Refuted"), ("Label: Not Enough Evidence", "Not Enough Evidence"),
+    ("**Supported**", "Supported"), ("Conflicting Evidence/Cherrypicking.\nBecause ...", "Conflicting Evidence/Cherrypicking"),
+])
+def test_missing_label_is_reasked_once_in_the_same_conversation(answer, label):
+    claims = [CLAIM, CLAIM.__class__(index=8, text="B")]
+    backend = QueueBackend(["Reasoning:\n1. a\nLabel: Supported", "Reasoning:\n1. the evidence is cut", answer])
+    preds = run_verdict(claims, [HYDE, HydeResult(8, "Supported", ())], [evidence(7), ClaimEvidence(8)], backend, VerdictConfig())
+    assert len(backend.calls) == 2 and len(backend.calls[1]) == 1  # only the claim without a label
+    (follow,) = backend.calls[1]
+    assert [m.role for m in follow.messages] == ["user", "assistant", "user"]
+    assert follow.messages[1].content == "Reasoning:\n1. the evidence is cut"
+    assert follow.messages[2].content.endswith("Label:") and follow.sampling.max_tokens <= 16
+    assert preds[0].label == "Supported" and "verdict_label_reasked" not in preds[0].flags
+    assert preds[1].label == label and preds[1].justification == "1. the evidence is cut"
+    assert "verdict_label_reasked" in preds[1].flags and "verdict_label_fallback" not in preds[1].flags
+    assert "verdict_truncated" in preds[1].flags
+
+
+def test_reask_that_fails_keeps_the_fallback():
+    backend = QueueBackend(["Reasoning: no label", "I cannot decide."])
+    (pred,) = run_verdict([CLAIM], [HYDE], [evidence(7)], backend, VerdictConfig())
+    assert pred.label == "Refuted" and "verdict_label_fallback" in pred.flags  # the stage-1 label
+    assert "verdict_label_reasked" in pred.flags

@@ -5,10 +5,17 @@ snippets and URLs) is fitted to the model's context: when it is too long the
 lowest-scored snippets are dropped first — never the instructions, the claim or a
 question — and what was dropped is recorded. The label is parsed tolerantly
 (``parsing.parse_verdict_output``); the justification J is the reasoning text.
+
+A small model often reasons until ``max_tokens`` and never writes its label line. Such a
+claim is asked once more, in the same conversation (its reasoning as the assistant turn),
+for the label alone (prompt ``verdict_label.txt``, ``verdict.label_reask``): a dozen
+tokens, and the KV cache of the conversation is reused. It is flagged
+``verdict_label_reasked``; only if that also fails does the stage-1 label stand in.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 
@@ -24,9 +31,9 @@ log = logging.getLogger(__name__)
 Key = tuple[int, int]  # (query position, snippet rank)
 
 
-def verdict_prompt_hash(prompt: str = "verdict.txt") -> str:
-    """Hash of the stage-3 template (recorded in predictions)."""
-    return prompt_hash(prompt)
+def verdict_prompt_hash(prompt: str = "verdict.txt", label_reask: str = "verdict_label.txt") -> str:
+    """Hash of the stage-3 templates, verdict and label re-ask (recorded in predictions)."""
+    return prompt_hash(prompt, label_reask)
 
 
 def _item(question: str, sn: EvidenceSnippet) -> EvidenceItem:
@@ -155,6 +162,8 @@ def _prediction(
         vflags = (*vflags, "verdict_trimmed")
     if res.finish_reason == "length":
         vflags = (*vflags, "verdict_truncated")
+    if res.extra.get("label_reasked"):
+        vflags = (*vflags, "verdict_label_reasked")
     evidence, evidence_all, eflags = official_evidence(claim, ev)
     meta = {
         "hyde_prompt_hash": hyde_prompt_hash(),
@@ -213,4 +222,48 @@ def run_verdict(
         raise RuntimeError(f"backend {backend.name} returned {len(generated)} results for {len(ready)} requests")
     outs = iter(generated)
     results = [next(outs) if r is not None else ChatResult("", finish_reason="error", error=n[0]) for r, n in zip(requests, notes)]
+    if cfg.label_reask:
+        results = reask_missing_labels(requests, results, backend, cfg)
     return [_prediction(c, h, e, r, n, backend) for c, h, e, r, n in zip(claims, hyde, evidence, results, notes, strict=True)]
+
+
+#: Generation cap of the label re-ask: the longest label is under ten tokens.
+LABEL_REASK_TOKENS = 12
+
+
+def _lacks_label(res: ChatResult) -> bool:
+    return res.ok and "verdict_label_fallback" in parse_verdict_output(res.text, None)[2]
+
+
+def reask_missing_labels(
+    requests: Sequence[ChatRequest | None], results: list[ChatResult], backend: LLMBackend, cfg: VerdictConfig
+) -> list[ChatResult]:
+    """Ask once more, for the label only, every answered request whose text has no label.
+
+    The follow-up continues the conversation (the reasoning as the assistant turn, then
+    ``cfg.label_reask`` as the user turn); its answer is appended to the reasoning as a
+    ``Label:`` line, so the usual parser reads it and the justification stays the
+    reasoning. A failed follow-up leaves the result unchanged (the fallback then applies)."""
+    todo = [i for i, (q, r) in enumerate(zip(requests, results)) if q is not None and _lacks_label(r)]
+    if not todo:
+        return results
+    ask = ChatMessage("user", load_prompt(cfg.label_reask).strip())
+    follow = [
+        ChatRequest(messages=(*requests[i].messages, ChatMessage("assistant", results[i].text), ask),
+                    sampling=dataclasses.replace(cfg.sampling, max_tokens=LABEL_REASK_TOKENS),
+                    tag=f"{requests[i].tag}:label")
+        for i in todo
+    ]
+    answers = backend.generate(follow)
+    out = list(results)
+    for i, ans in zip(todo, answers, strict=True):
+        if not ans.ok or not ans.text.strip():
+            continue
+        first = ans.text.strip().splitlines()[0]
+        line = first if first.lower().lstrip("*# ").startswith(("label", "verdict", "final")) else f"Label: {first}"
+        r = results[i]
+        out[i] = dataclasses.replace(
+            r, text=f"{r.text.rstrip()}\n{line}", completion_tokens=r.completion_tokens + ans.completion_tokens,
+            seconds=r.seconds + ans.seconds, extra={**r.extra, "label_reasked": True, "label_reask_text": ans.text},
+        )
+    return out
