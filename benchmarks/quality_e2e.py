@@ -17,7 +17,9 @@ One command measures what users judge the system by, on a range of AVeriTeC dev 
 
 Runs are resumable: the pipeline run reuses ``run``'s stage files, the oracle stage has its
 own fsync'ed stage file, so a stopped harness picks up where it stopped when the same
-command is given again (the work directory is keyed by ``--label``).
+command is given again (the work directory is keyed by ``--label``). ``--eval-only``
+scores a finished run as it stands (e.g. one made by an older checkout, whose config
+fingerprint the current code would refuse to resume).
 
     python benchmarks/quality_e2e.py --indices 0:50 --profile cpu --label cpu_dev0-49
     python benchmarks/quality_e2e.py --compare benchmarks/results/quality_e2e_A.json \
@@ -189,7 +191,9 @@ def evaluate_all(args: argparse.Namespace) -> dict[str, Any]:
     gold = [g for g in load_gold(args.claims) if g.claim_id in ids]
     store = ensure_store(Path(args.claims), lo, hi, Path(args.work))
     t0 = time.perf_counter()
-    run_dir = system_run(args, store, work)
+    run_dir = work / "run" if args.eval_only else system_run(args, store, work)
+    if not (run_dir / "predictions.json").exists():
+        sys.exit(f"error: {run_dir / 'predictions.json'} not found: run the harness without --eval-only first")
     preds = [p for p in read_predictions_json(run_dir / "predictions.json") if str(p.claim_id) in ids]
     rows: dict[str, Any] = {"system": score(gold, as_examples(preds), args.workers)}
     rows["majority_baseline"] = score(gold, [EvalExample(g.claim_id, g.claim, MAJORITY, ()) for g in gold], args.workers)
@@ -336,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="retrieval / METEOR processes")
     ap.add_argument("--no-oracle", dest="oracle", action="store_false", help="skip the oracle-evidence row")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--eval-only", action="store_true",
+                    help="score the finished run in the work directory as it is (no run, no resume)")
     ap.add_argument("--compare", nargs="+", metavar="RESULT_JSON", help="tabulate existing results (no run)")
     args = ap.parse_args(argv)
     if args.compare:
