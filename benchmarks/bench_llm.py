@@ -1,7 +1,8 @@
 """CPU benchmark of the llama.cpp backend on stage-1 prompts (issue 4).
 
 Measures tokens/s and prompts/s for a batch of real stage-1 (HyDE) prompts with and
-without the JSON-schema grammar, on the embedded Gemma 3 270M GGUF. Claims come from
+without the JSON-schema grammar, on the cpu profile's LLM (Qwen2.5-Coder-1.5B since issue 12;
+the committed llm_cpu results were measured on Gemma 3 270M, the default then). Claims come from
 ``examples/claims.json`` (repeated to reach ``--claims``). Writes JSON + Markdown to
 ``benchmarks/results/llm_cpu.{json,md}``.
 

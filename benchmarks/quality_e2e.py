@@ -199,17 +199,23 @@ def evaluate_all(args: argparse.Namespace) -> dict[str, Any]:
     rows["majority_baseline"] = score(gold, [EvalExample(g.claim_id, g.claim, MAJORITY, ()) for g in gold], args.workers)
     rows["retrieval_only"] = score(gold, as_examples(preds, label_of=lambda p: p.provisional_label), args.workers)
     if args.oracle:
-        oracle_dir = oracle_run(args, claims, work)
+        oracle_dir = work / "oracle" if args.eval_only else oracle_run(args, claims, work)
         from sanctuary_local.records import Prediction
         from sanctuary_local.runstate import StageFile
 
         sf = StageFile(oracle_dir / "stage3_oracle.jsonl", Prediction.from_dict)
-        oracle_preds = [sf.records[c.index] for c in claims]
-        rows["oracle_evidence"] = score(gold, as_examples(oracle_preds), args.workers)
+        done = [c for c in claims if c.index in sf]  # all of them unless --eval-only scores a stopped run
+        oracle_preds = [sf.records[c.index] for c in done]
+        oracle_ids = {str(c.claim_id) for c in done}
+        rows["oracle_evidence"] = score([g for g in gold if g.claim_id in oracle_ids], as_examples(oracle_preds), args.workers)
+        if len(done) < len(claims):
+            sub = score([g for g in gold if g.claim_id in oracle_ids],
+                        as_examples([p for p in preds if str(p.claim_id) in oracle_ids]), args.workers)
+            rows["system_on_oracle_claims"] = sub
         # Its evidence *is* the gold QA: METEOR is 1 by construction and says nothing.
         rows["oracle_evidence"].update({"q_only": None, "qa": None})
         rows["oracle_evidence"]["verdict_s_per_claim"] = round(
-            sum(sf.extras[c.index]["seconds"] for c in claims) / max(1, len(claims)), 2)
+            sum(sf.extras[c.index]["seconds"] for c in done) / max(1, len(done)), 2)
         rows["oracle_evidence"]["flag_rates"] = flag_rates(oracle_preds)
     timings = orjson.loads((run_dir / "timings.json").read_bytes())
     return {
@@ -231,6 +237,7 @@ def _models(run_dir: Path) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------- report
 ROW_TITLES = {"system": "system (stages 1-3)", "majority_baseline": "majority class (Refuted, no evidence)",
+              "system_on_oracle_claims": "system, on the oracle row's claims only",
               "retrieval_only": "retrieval only (stage-1 label, stage 1+2 evidence)",
               "oracle_evidence": "oracle evidence (stage 3 on gold QA)"}
 
@@ -247,7 +254,8 @@ def to_markdown(res: dict[str, Any]) -> str:
              f"{res['machine']['cpus']} CPUs, load average at the end {res['machine']['loadavg_at_end']}; {res['date']}.", "",
              "| row | accuracy | macro-F1 | Q-only METEOR | Q+A METEOR | AVeriTeC @0.25 |", "|---|---|---|---|---|---|"]
     for key, row in res["rows"].items():
-        lines.append(f"| {ROW_TITLES.get(key, key)} | {_f(row['accuracy'])} | {_f(row['macro_f1'])} | {_f(row['q_only'])} | "
+        title = ROW_TITLES.get(key, key) + (f" ({row['n']} claims)" if row["n"] != res["n_claims"] else "")
+        lines.append(f"| {title} | {_f(row['accuracy'])} | {_f(row['macro_f1'])} | {_f(row['q_only'])} | "
                      f"{_f(row['qa'])} | {_f(row['averitec_0.25'])} |")
     sysrow = res["rows"]["system"]
     lines += ["", "The oracle row's evidence is the gold QA itself, so its METEOR is not shown and its AVeriTeC score "

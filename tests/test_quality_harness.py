@@ -74,8 +74,8 @@ def test_report_renders_every_row_and_compares(harness, tmp_path):
            "flag_rates": {f: 0.0 for f in harness.RATE_FLAGS}, "models": {"verdict_llm": "m"},
            "machine": {"cpus": 2, "loadavg_at_end": [1.0, 1.0, 1.0]}, "date": "now", "argv": []}
     md = harness.to_markdown(res)
-    for title in harness.ROW_TITLES.values():
-        assert title in md
+    for key in res["rows"]:
+        assert harness.ROW_TITLES[key] in md
     paths = harness.write([res, dict(res, label="u")], "cmp", tmp_path)
     assert all(p.stat().st_size > 0 for p in paths)
     assert "| u | cpu | 0:2 |" in paths[1].read_text()

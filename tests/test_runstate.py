@@ -60,3 +60,46 @@ def test_changed_config_refused_unless_force(tmp_path: Path) -> None:
     check_state(tmp_path, {"config": "b"}, force=True)
     assert not (tmp_path / "stage1_hyde.jsonl").exists()
     assert orjson.loads((tmp_path / STATE_FILE).read_bytes())["fingerprint"] == {"config": "b"}
+
+
+class _DiskFullOS:
+    """``os`` for runstate whose ``write`` stores part of the bytes, then fails (ENOSPC)."""
+
+    def __getattr__(self, name):
+        import os
+
+        return getattr(os, name)
+
+    @staticmethod
+    def write(fd, data):
+        import errno
+        import os
+
+        os.write(fd, bytes(data[:10]))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_failed_append_is_rolled_back_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sanctuary_local import runstate
+    from sanctuary_local.errors import StorageError
+
+    path = tmp_path / "s.jsonl"
+    sf = StageFile(path, HydeResult.from_dict)
+    sf.append(0, _hyde(0))
+    good = path.read_bytes()
+    monkeypatch.setattr(runstate, "os", _DiskFullOS())
+    with pytest.raises(StorageError, match=rf"cannot write {path}: no space left on device \(disk full\) \[ENOSPC\]"):
+        sf.append(1, _hyde(1))
+    monkeypatch.undo()
+    assert path.read_bytes() == good  # the 10 bytes written were cut back
+    assert 1 not in sf and list(StageFile(path, HydeResult.from_dict).records) == [0]
+    sf.append(1, _hyde(1))  # the fault is gone: the same record goes in
+    assert list(StageFile(path, HydeResult.from_dict).records) == [0, 1]
+
+
+def test_check_state_removes_temp_files_of_an_interrupted_write(tmp_path: Path) -> None:
+    (tmp_path / ".predictions.json.abc123.tmp").write_bytes(b"half")
+    (tmp_path / "keep.tmp").write_bytes(b"not ours")
+    check_state(tmp_path, {"config": "a"}, force=False)
+    assert not (tmp_path / ".predictions.json.abc123.tmp").exists()
+    assert (tmp_path / "keep.tmp").exists()

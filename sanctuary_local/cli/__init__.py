@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         from rich.markup import escape  # messages hold brackets, e.g. pip install 'sanctuary-local[gpu]'
 
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        # soft_wrap: one line per message line, whatever the terminal width (scripts grep it)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     except typer.Exit as exc:
         return exc.exit_code

@@ -1,4 +1,4 @@
-"""``sanctuary-local models list | fetch PROFILE | verify``: the model manifest on the command line."""
+"""``sanctuary-local models list | fetch PROFILE | verify | prep-vllm``: the model manifest on the command line."""
 
 from __future__ import annotations
 
@@ -17,9 +17,16 @@ MODELS_DIR = typer.Option(Path("models"), "--models-dir", help="Where fetched mo
 
 
 def _status(name: str, models_dir: Path) -> str:
-    """present / missing / incomplete for a hub model; 'packaged' otherwise."""
+    """present / missing / incomplete for a hub model; for a split packaged model whether it
+    is assembled (or which parts are missing); 'packaged' otherwise."""
     manifest = load_manifest()
     if name not in manifest.models:
+        packaged = manifest.packaged[name.removeprefix("packaged:")]
+        if packaged.split:
+            from sanctuary_local.model_parts import assembled_state
+
+            state = assembled_state(packaged)
+            return f"[red]{state}[/]" if "missing" in state else state
         return "packaged"
     model = manifest.models[name]
     directory = models_dir / model.dir
@@ -43,7 +50,7 @@ def list_models(
         for role in ROLES:
             name = roles[role]
             hub = manifest.models.get(name)
-            source = hub.repo if hub else f"PyPI: {manifest.packaged[name.removeprefix('packaged:')].package}"
+            source = hub.repo if hub else manifest.packaged[name.removeprefix("packaged:")].source_label
             revision = (hub.revision[:12] + ("" if hub.pinned else " (unpinned)")) if hub else "-"
             quant = f"{hub.quantization} / {hub.dtype}" if hub else manifest.packaged[name.removeprefix("packaged:")].quantization
             table.add_row(pname, f"{role} ({ROLE_FIELDS[role]})", name, source, revision, quant, _status(name, models_dir))
@@ -85,6 +92,20 @@ def verify(
     console.print(f"all {len(reports)} model(s) ok")
 
 
+def prep_vllm(
+    source: str = typer.Argument(..., help="GGUF to convert: packaged:NAME, a manifest name, or a .gguf path."),
+    out: Path = typer.Option(..., "--out", help="Folder to write (the model path a vllm profile names)."),
+    sha256: str | None = typer.Option(None, "--sha256", help="Expected GGUF sha256 (default: the manifest's)."),
+    dtype: str = typer.Option("bfloat16", "--dtype", help="bfloat16 | float16 | float32."),
+    force: bool = typer.Option(False, "--force", help="Replace an --out made from another source."),
+    models_dir: Path = MODELS_DIR,
+) -> None:
+    """Convert a GGUF into the Hugging Face folder vLLM loads (offline, hash-checked, idempotent)."""
+    from sanctuary_local.model_prep import prep_vllm as run_prep
+
+    run_prep(source, out, sha256=sha256, models_dir=models_dir, dtype=dtype, force=force, log=console.print)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``models`` command group to the root app."""
     group = typer.Typer(help="Model manifest: list, fetch (connected machine), verify (offline).",
@@ -92,4 +113,5 @@ def register(app: typer.Typer) -> None:
     group.command("list")(list_models)
     group.command("fetch")(fetch)
     group.command("verify")(verify)
+    group.command("prep-vllm")(prep_vllm)
     app.add_typer(group, name="models")

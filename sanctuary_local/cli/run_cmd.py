@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
 import tomllib
 from pathlib import Path
@@ -50,8 +52,12 @@ def run(
 
     Writes predictions.json (official format), submission.csv (leaderboard), one JSONL per stage, timings.json, manifest.json, config.json and run.log into --out.
 
-    Exit code 0: all claims clean; 3: finished, some claims degraded (flagged); 2: bad input."""
+    Rerun the same command to resume: finished claims are kept, every claim ends up exactly once. The first Ctrl-C or SIGTERM finishes the claim in flight, writes the outputs for the finished claims and prints the command to resume; a second one stops at once.
+
+    Exit code 0: all claims clean; 3: finished, some claims degraded (flagged); 2: bad input, or --out cannot be written (disk full, read-only, gone; one line names the file); 130: stopped by SIGINT (Ctrl-C); 143: stopped by SIGTERM."""
+    from sanctuary_local.interrupt import RunInterrupted, StopRequest
     from sanctuary_local.pipeline import RunOptions, run_pipeline
+    from sanctuary_local.procs import OrphanGuard
 
     if budget_s is not None and budget_s <= 0:
         raise UserError("--budget-s must be > 0")
@@ -62,7 +68,14 @@ def run(
         workers=workers, budget_s=budget_s, force=force, quiet=quiet, overrides=parse_overrides(set_) or None,
         models_dir=models_dir, overlap=overlap, argv=["sanctuary-local", *sys.argv[1:]],
     )
-    summary = run_pipeline(opts)
+    hint = f"to resume, run the same command again (from {os.getcwd()}):\n  {shlex.join(opts.argv)}"
+    # The guard ends this run's child processes if it dies without cleaning up (kill -9, OOM).
+    with OrphanGuard() as guard, StopRequest(hint=hint, exclude_pids=(guard.pid or 0,)) as stop:
+        try:
+            summary = run_pipeline(opts, stop=stop)
+        except RunInterrupted as exc:
+            print(f"stopped: {exc}\n{hint}", file=sys.stderr, flush=True)
+            raise typer.Exit(exc.exit_code) from None
     if not quiet:
         _print_verdicts(summary)
     raise typer.Exit(summary.exit_code)

@@ -133,6 +133,9 @@ def claim_utilities(pred_pairs: Sequence[tuple[str, str]], gold_pairs: Sequence[
 
 
 def _worker_init() -> None:
+    from sanctuary_local.procs import die_with_parent
+
+    die_with_parent()  # a killed `eval` leaves no forked worker behind
     _resources()[1].reopen_files()
 
 

@@ -45,6 +45,9 @@ class ChatResult:
     seconds: float = 0.0
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    cached_tokens: int = 0
+    """Prompt tokens whose KV cache was reused from earlier requests (prefix caching);
+    0 when none were or the backend cannot tell."""
 
     @property
     def ok(self) -> bool:

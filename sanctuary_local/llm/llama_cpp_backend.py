@@ -1,12 +1,17 @@
 """llama.cpp backend (llama-cpp-python over a GGUF file), the embedded CPU default.
 
-The prompt string is rendered here from the chat template (the packaged Gemma 3 270M
-GGUF has none in its metadata: ``LLMConfig.chat_template`` names one in
-``sanctuary_local/prompts``), tokenized once, counted, and passed to llama.cpp as token
-ids, so ``count_tokens`` measures exactly what runs. Requests run one after another:
-llama-cpp-python has no multi-sequence batching, but it keeps the KV cache of the
-previous prompt and re-evaluates only the tokens after the longest common prefix, so the
-shared instructions + few-shot prefix of a stage is processed once per batch.
+The prompt string is rendered here from the chat template — the GGUF's own
+(``tokenizer.chat_template`` metadata, e.g. Qwen2.5's ChatML) unless
+``LLMConfig.chat_template`` names one in ``sanctuary_local/prompts`` (the packaged Gemma 3
+270M GGUF has none: ``gemma_chat.jinja``) —, tokenized once, counted, and passed to
+llama.cpp as token ids, so ``count_tokens`` measures exactly what runs.
+
+Requests run one after another on one ``Llama`` object that is never reset: llama-cpp-python
+(0.3.36, ``Llama.generate``) compares the new prompt with the tokens its context holds (the
+previous prompt and completion), keeps the KV cache of the longest common prefix
+(``kv_cache_seq_rm`` from there on) and evaluates only the rest, so the shared instructions
++ few-shot prefix of a stage is processed once. ``ChatResult.cached_tokens`` reports that
+prefix per request, computed by the same rule.
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ from sanctuary_local.models import resolve_model
 
 log = logging.getLogger(__name__)
 
+# End-of-turn markers of the templates we render: generation also stops on them (llama.cpp
+# stops on the model's end-of-generation tokens anyway; this covers text-level matches).
+_TURN_ENDS = ("<end_of_turn>", "<|im_end|>")
+
 
 def _gguf_file(path: Path) -> Path:
     if path.is_file():
@@ -34,6 +43,29 @@ def _gguf_file(path: Path) -> Path:
     if len(found) != 1:
         raise UserError(f"{path}: expected exactly one .gguf file in this directory, found {len(found)}")
     return found[0]
+
+
+def _usable_cores() -> int:
+    """Cores this process may run on (its affinity mask: a container's share, not the host's)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def reused_prefix(context: list[int], prompt: list[int]) -> int:
+    """Prompt tokens llama-cpp-python takes from the KV cache when ``prompt`` follows a
+    context holding ``context`` (``Llama.generate``, 0.3.36): the longest common prefix,
+    less one when it covers the whole prompt (the last token is re-evaluated for fresh
+    logits). Assumes llama.cpp can cut the cache at that point (true for Qwen2's plain
+    attention cache; a sliding-window or recurrent cache may refuse, and then everything
+    is evaluated again)."""
+    n = 0
+    for a, b in zip(context, prompt):
+        if a != b:
+            break
+        n += 1
+    return n - 1 if n and n == len(prompt) else n
 
 
 class LlamaCppBackend:
@@ -50,7 +82,7 @@ class LlamaCppBackend:
         self._llm = llama_cpp.Llama(
             model_path=str(path),
             n_ctx=cfg.max_model_len,
-            n_threads=cfg.n_threads or os.cpu_count() or 1,
+            n_threads=cfg.n_threads or _usable_cores(),
             n_batch=cfg.n_batch,
             seed=0,
             verbose=False,
@@ -58,8 +90,7 @@ class LlamaCppBackend:
         self._template = self._chat_template(cfg)
         self._bos = self._token_text(self._llm.token_bos())
         self._eos = self._token_text(self._llm.token_eos())
-        # Stop at the template's end-of-turn marker as well as the model's EOG tokens.
-        self._stop = ["<end_of_turn>"] if "<end_of_turn>" in self._template else []
+        self._stop = [m for m in _TURN_ENDS if m in self._template]
         self._grammars: dict[str, Any] = {}
 
     def _chat_template(self, cfg: LLMConfig) -> str:
@@ -68,7 +99,7 @@ class LlamaCppBackend:
         template = self._llm.metadata.get("tokenizer.chat_template")
         if not template:
             raise UserError(
-                f"model '{cfg.model}' has no chat template in its GGUF metadata: set llm.chat_template "
+                f"model '{cfg.model}' has no chat template in its GGUF metadata (tokenizer.chat_template): set llm.chat_template "
                 f"to a template file in sanctuary_local/prompts (e.g. 'gemma_chat.jinja')"
             )
         return template
@@ -114,6 +145,7 @@ class LlamaCppBackend:
         args = self._completion_args(req.sampling, min(req.sampling.max_tokens, room))
         if req.json_schema is not None:
             args["grammar"] = self._grammar(req.json_schema)
+        cached = reused_prefix(self._llm._input_ids.tolist(), tokens)  # what the context holds now
         out = self._llm.create_completion(prompt=tokens, **args)
         choice, usage = out["choices"][0], out.get("usage") or {}
         return ChatResult(
@@ -123,6 +155,7 @@ class LlamaCppBackend:
             finish_reason=choice.get("finish_reason") or "",
             seconds=time.perf_counter() - t0,
             extra={"grammar": req.json_schema is not None, "room_capped": args["max_tokens"] < req.sampling.max_tokens},
+            cached_tokens=cached,
         )
 
     def generate(self, requests: list[ChatRequest]) -> list[ChatResult]:

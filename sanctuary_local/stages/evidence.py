@@ -5,15 +5,19 @@
 url, document position and exact character span (§5.5 audit). It never raises on bad
 content: zero documents, empty documents and queries without hits give empty results
 with a flag. ``run_retrieval`` runs it over a knowledge store with a process pool, one
-claim at a time per worker (bounded memory), as the paper does (§4.2).
+claim at a time per worker (bounded memory), as the paper does (§4.2). Pool workers die
+with the process that started them (``procs.die_with_parent``) and ignore Ctrl-C, which
+is the parent's to handle (graceful stop: the claims in flight finish).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import time
 from collections import defaultdict
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
@@ -29,10 +33,14 @@ from sanctuary_local.retrieval.dense import dense_search, select_snippets
 from sanctuary_local.retrieval.embed import make_embedder
 from sanctuary_local.retrieval.segment import Corpus, build_corpus
 
-__all__ = ["EvidenceRetriever", "RetrievalPool", "run_retrieval"]
+__all__ = ["EvidenceRetriever", "RetrievalPool", "WORKER_FAILED", "run_retrieval"]
+
+log = logging.getLogger(__name__)
 
 #: Dense candidates examined per query before dedup/threshold (×max_snippets).
 CANDIDATES_PER_SNIPPET = 8
+#: Flag of a claim whose pool worker died (e.g. killed for memory) before returning.
+WORKER_FAILED = "retrieval_error: worker failed"
 #: EmbedderConfig fields that decide the loaded weights (prompts/threshold are per call).
 _MODEL_FIELDS = ("model", "trust_remote_code", "device", "max_seq_length")
 
@@ -88,7 +96,10 @@ class EvidenceRetriever:
         engine.index(corpus)
         clock.lap("index")
         if path is not None:
-            save_cached(path, corpus, engine)
+            try:
+                save_cached(path, corpus, engine)
+            except OSError as exc:  # the cache is an optimisation: a full disk must not fail the claim
+                log.warning("index cache not written (%s): %s", path, exc)
             clock.lap("index_cache_save")
         return corpus, engine
 
@@ -218,9 +229,14 @@ def _best_below(chunks, queries: Sequence[Query], scores, ids) -> QueryEvidence 
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(cfg: RetrievalConfig, models_dir: str, store_path: str) -> None:
+def _init_worker(cfg: RetrievalConfig, models_dir: str, store_path: str, parent_pid: int | None = None) -> None:
     from sanctuary_local.io.store import KnowledgeStore
 
+    if parent_pid is not None:  # a pool worker (not the in-process workers == 1 case)
+        from sanctuary_local.procs import die_with_parent
+
+        die_with_parent(parent_pid)  # first: loading the models below takes seconds
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it lets this claim finish
     _WORKER["retriever"] = EvidenceRetriever(cfg, models_dir)
     _WORKER["store"] = KnowledgeStore(store_path)
 
@@ -248,7 +264,9 @@ def _one_claim(claim_index: int, queries: tuple[Query, ...]) -> ClaimEvidence:
 class RetrievalPool:
     """A persistent pool of retrieval workers (each loads the models once and opens the
     store itself). ``submit`` returns a future of a ``ClaimEvidence``; a worker crash
-    becomes a flagged result, never an exception. ``workers == 1`` runs in-process.
+    becomes a flagged result (``WORKER_FAILED``), never an exception; ``cancel_pending``
+    cancels the claims not yet started (their futures end cancelled). ``workers == 1``
+    runs in-process.
 
     Used by ``run_retrieval`` and by the pipeline to overlap stage 2 on the CPU with
     stage-1 generation on the GPU (claims in waves)."""
@@ -259,6 +277,7 @@ class RetrievalPool:
         self.workers = max(1, workers or cfg.workers or os.cpu_count() or 1)
         self._exists = self.store_path.exists()
         self._pool: ProcessPoolExecutor | None = None
+        self._inner: set[Future] = set()
         if not self._exists:
             return
         if self.workers == 1:
@@ -266,7 +285,7 @@ class RetrievalPool:
         else:
             ctx = get_context("spawn")  # fork + torch threads deadlocks; spawn is safe everywhere
             self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init_worker,
-                                             initargs=(cfg, str(models_dir), str(store_path)))
+                                             initargs=(cfg, str(models_dir), str(store_path), os.getpid()))
 
     def submit(self, hyde: HydeResult) -> Future:
         """Retrieve one claim; the future's result is its ``ClaimEvidence``."""
@@ -277,17 +296,32 @@ class RetrievalPool:
                            ClaimEvidence(i, tuple(QueryEvidence(q) for q in qs), ("store_missing",)))
             return fut
         inner = self._pool.submit(_one_claim, i, qs)
+        self._inner.add(inner)
         outer: Future = Future()
 
         def relay(f: Future) -> None:
+            self._inner.discard(f)
+            if f.cancelled():  # cancel_pending / close: never started, nothing to record
+                outer.cancel()
+                return
             try:
                 outer.set_result(f.result())
             except Exception as exc:  # noqa: BLE001 - a worker died (e.g. killed for memory)
                 outer.set_result(ClaimEvidence(i, tuple(QueryEvidence(q) for q in qs),
-                                               (f"retrieval_error: worker failed: {exc}",)))
+                                               (f"{WORKER_FAILED}: {exc}",)))
 
         inner.add_done_callback(relay)
         return outer
+
+    @property
+    def in_process(self) -> bool:
+        """True when ``submit`` computes the claim before returning (``workers == 1``)."""
+        return self._pool is None
+
+    def cancel_pending(self) -> None:
+        """Cancel the claims no worker has started; the ones in flight still finish."""
+        for f in list(self._inner):
+            f.cancel()  # only succeeds for a claim still waiting for a worker
 
     def close(self) -> None:
         if self._pool is not None:
@@ -310,14 +344,35 @@ def run_retrieval(
     models_dir: str | Path = "models",
     workers: int | None = None,
     on_result: Callable[[ClaimEvidence], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[ClaimEvidence]:
-    """Stage 2 over a knowledge store; results in input order, ``on_result`` in completion order."""
+    """Stage 2 over a knowledge store; results in input order, ``on_result`` in completion order.
+
+    Once ``should_stop()`` turns true (checked twice a second) the claims not yet started
+    are cancelled and the ones in flight finish: the result then holds only the finished
+    claims, still in input order."""
     n = max(1, min(workers or cfg.workers or os.cpu_count() or 1, len(hyde) or 1))
+    results: list[ClaimEvidence | None] = [None] * len(hyde)
     with RetrievalPool(store_path, cfg, models_dir=models_dir, workers=n) as pool:
+        if pool.in_process:  # claim by claim, so a stop request lands between claims
+            for pos, h in enumerate(hyde):
+                if should_stop is not None and should_stop():
+                    break
+                results[pos] = res = pool.submit(h).result()
+                if on_result:
+                    on_result(res)
+            return [r for r in results if r is not None]
         futures = {pool.submit(h): pos for pos, h in enumerate(hyde)}
-        results: list[ClaimEvidence | None] = [None] * len(hyde)
-        for fut in as_completed(futures):
-            results[futures[fut]] = res = fut.result()
-            if on_result:
-                on_result(res)
-    return results  # type: ignore[return-value]
+        pending, stopping = set(futures), False
+        while pending:
+            done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in sorted(done, key=futures.__getitem__):
+                if fut.cancelled():
+                    continue
+                results[futures[fut]] = res = fut.result()
+                if on_result:
+                    on_result(res)
+            if not stopping and should_stop is not None and should_stop():
+                stopping = True
+                pool.cancel_pending()
+    return [r for r in results if r is not None]

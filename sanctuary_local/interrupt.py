@@ -1,0 +1,141 @@
+"""Graceful stop on Ctrl-C / SIGTERM.
+
+The first SIGINT or SIGTERM only sets a flag: the pipeline finishes the claim in flight
+(on vLLM: the batch in flight; in the retrieval pool: the claims already started), writes
+what is done and raises ``RunInterrupted``. A second signal stops at once: the process
+terminates its children and exits immediately. Either way every finished claim is in the
+fsync'ed stage files, and rerunning the same command resumes exactly once.
+
+Exit code: 128 + the signal number (130 for SIGINT, 143 for SIGTERM), the shell's own
+convention for "ended by this signal".
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+from sanctuary_local import procs
+
+__all__ = ["RunInterrupted", "StopRequest", "exit_code_for"]
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def exit_code_for(signum: int) -> int:
+    """128 + signum: 130 for SIGINT, 143 for SIGTERM."""
+    return 128 + int(signum)
+
+
+class RunInterrupted(Exception):
+    """The run stopped early on request; what was finished is saved."""
+
+    def __init__(self, signum: int, done: int = 0, total: int = 0, stages: str = "") -> None:
+        self.signum, self.done, self.total = int(signum), done, total
+        super().__init__(f"interrupted by {signal.Signals(self.signum).name}: {done} of {total} claims finished"
+                         + (f" ({stages})" if stages else ""))
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_for(self.signum)
+
+
+class StopRequest:
+    """A stop flag set by the first SIGINT/SIGTERM (or by ``request``).
+
+    Used as a context manager from the main thread, it takes over SIGINT and SIGTERM
+    (no KeyboardInterrupt: a thread acts on them, see ``_watch``, through
+    ``signal.set_wakeup_fd``, which it owns meanwhile) and restores the previous handlers
+    on exit; from another thread it is a plain flag. ``hint`` is printed when the process stops (the
+    command to resume); ``exclude_pids`` are children a hard stop leaves alone (the orphan
+    guard, which cleans up after us)."""
+
+    def __init__(self, hint: str = "", exclude_pids: tuple[int, ...] = ()) -> None:
+        self.hint = hint
+        self.exclude_pids = set(exclude_pids)
+        self.signum: int | None = None
+        self._event = threading.Event()
+        self._previous: dict[int, Any] = {}
+        self._previous_fd = -1
+        self._pipe: tuple[int, int] | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self._event.is_set()
+
+    def request(self, signum: int = signal.SIGTERM) -> None:
+        """Ask for a graceful stop (what the first signal does)."""
+        if self.signum is None:
+            self.signum = int(signum)
+        self._event.set()
+
+    # ------------------------------------------------------------------ signals
+    def _on_signal(self, signum: int) -> None:
+        if self.requested:
+            self.hard_stop(signum)
+        self.request(signum)
+        _say(f"\n{signal.Signals(signum).name}: finishing the claim in flight, then saving and stopping "
+             f"(send it again to stop at once)\n")
+
+    def hard_stop(self, signum: int) -> None:
+        """Stop now: end our child processes, print the resume hint, exit 128+signum.
+        Stage files are fsync'ed line by line, so nothing finished is lost; a line cut
+        in half is repaired on resume."""
+        _say(f"\n{signal.Signals(signum).name} again: stopping at once.\n{self.hint}\n")
+        kids = procs.descendants(os.getpid()) if os.path.exists("/proc/self/stat") else {}
+        procs.signal_all((p for p in kids if p not in self.exclude_pids), signal.SIGTERM)
+        os._exit(exit_code_for(signum))
+
+    def _watch(self, fd: int) -> None:
+        """Acts on the signal numbers the C-level handler writes to the wakeup fd: this
+        works while the main thread is deep in C code (a model load, a generation
+        batch), where a Python-level handler would wait for it to return."""
+        while chunk := _read(fd):
+            for signum in chunk:
+                if signum in SIGNALS:
+                    self._on_signal(signum)
+        os.close(fd)
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is not threading.main_thread():
+            return self  # signal handlers can only be set from the main thread: flag only
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        self._pipe = (r, w)
+        self._previous_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        for sig in SIGNALS:  # no KeyboardInterrupt; the watcher thread does the work
+            self._previous[sig] = signal.signal(sig, _ignore)
+        threading.Thread(target=self._watch, args=(r,), name="stop-request", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pipe is None:
+            return
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+        signal.set_wakeup_fd(self._previous_fd)
+        os.close(self._pipe[1])  # the watcher reads EOF and ends
+        self._pipe = None
+
+
+def _ignore(signum: int, frame: FrameType | None) -> None:
+    """The Python-level handler: nothing (see ``StopRequest._watch``)."""
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 64)
+    except OSError:
+        return b""
+
+
+def _say(text: str) -> None:
+    """Write to stderr from a signal handler (unbuffered: no re-entrant buffered IO)."""
+    try:
+        os.write(2, text.encode("utf-8", "replace"))
+    except OSError:
+        pass

@@ -1,0 +1,52 @@
+"""What a run is asked to do and what it gives back (shared by ``pipeline`` and
+``reporting`` without importing each other)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sanctuary_local.records import Prediction
+
+__all__ = ["RunOptions", "RunSummary"]
+
+
+@dataclass
+class RunOptions:
+    """What ``sanctuary-local run`` was asked to do."""
+
+    claims: Path
+    store: Path
+    out: Path
+    profile: str = "cpu"
+    limit: int | None = None
+    claims_range: str | None = None
+    workers: int | None = None
+    budget_s: float | None = None
+    force: bool = False
+    quiet: bool = False
+    overrides: dict[str, Any] | None = None
+    models_dir: str | None = None
+    overlap: bool | None = None
+    """Run stage 2 (CPU pool) while stage 1 generates the next wave. None: on when stage 1
+    runs on a GPU/server backend (vllm, openai_http), where the CPU is otherwise idle."""
+    argv: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunSummary:
+    """The outcome of a run (also written to ``timings.json``/``manifest.json``)."""
+
+    out_dir: Path
+    n_claims: int
+    n_degraded: int
+    degraded_reasons: dict[str, int]
+    label_counts: dict[str, int]
+    timings: dict[str, Any]
+    predictions: list[Prediction]
+
+    @property
+    def exit_code(self) -> int:
+        """0: every claim clean; 3: finished, but some claims are degraded (flagged)."""
+        return 3 if self.n_degraded else 0

@@ -1,0 +1,78 @@
+"""StopRequest: the first SIGINT/SIGTERM sets a flag (no KeyboardInterrupt), a second one
+exits at once with 128 + signum after printing the resume hint; handlers are restored."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from sanctuary_local.interrupt import RunInterrupted, StopRequest, exit_code_for
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _wait(cond, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return cond()
+
+
+def test_first_signal_only_sets_the_flag_and_handlers_are_restored() -> None:
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    with StopRequest(hint="resume hint") as stop:
+        assert not stop.requested
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert _wait(lambda: stop.requested)
+        assert stop.signum == signal.SIGTERM
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+    assert signal.set_wakeup_fd(-1) == -1  # the wakeup fd was handed back
+
+
+def test_exit_codes_follow_the_shell_convention() -> None:
+    assert exit_code_for(signal.SIGINT) == 130 and exit_code_for(signal.SIGTERM) == 143
+    exc = RunInterrupted(signal.SIGINT, done=2, total=4, stages="stage 1 3/4")
+    assert exc.exit_code == 130 and "2 of 4 claims finished (stage 1 3/4)" in str(exc)
+
+
+SCRIPT = """
+    import ctypes, os, signal, time
+    from sanctuary_local.interrupt import StopRequest
+
+    with StopRequest(hint="RESUME WITH: same command") as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        while not stop.requested:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+        # The main thread stuck in C code (think of a model load) must not delay the stop.
+        ctypes.CDLL(None).sleep(30)
+    print("not reached")
+"""
+
+
+def test_second_signal_stops_at_once_even_inside_c_code(tmp_path: Path) -> None:
+    path = tmp_path / "stop.py"
+    path.write_text(textwrap.dedent(SCRIPT))
+    t = time.monotonic()
+    res = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert time.monotonic() - t < 20
+    assert res.returncode == 130, res.stderr
+    assert "SIGINT: finishing the claim in flight" in res.stderr
+    assert "SIGINT again: stopping at once" in res.stderr and "RESUME WITH: same command" in res.stderr
+    assert "not reached" not in res.stdout
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_request_from_code_is_the_same_flag(signum: int) -> None:
+    stop = StopRequest()  # not entered: no handlers, a plain flag
+    stop.request(signum)
+    stop.request(signal.SIGTERM)  # the first reason is kept
+    assert stop.requested and stop.signum == signum
