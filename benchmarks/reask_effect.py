@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import os
 import sys
 import time
@@ -26,14 +25,6 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _harness():
-    spec = importlib.util.spec_from_file_location("quality_e2e", REPO / "benchmarks" / "quality_e2e.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["quality_e2e"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run", required=True, help="a quality-harness (or `run`) output directory")
@@ -41,7 +32,7 @@ def main() -> int:
     ap.add_argument("--label", required=True)
     ap.add_argument("--out", default=str(REPO / "benchmarks/results"))
     args = ap.parse_args()
-    q = _harness()
+    import quality_e2e as q  # a sibling script: python puts benchmarks/ on sys.path
     from sanctuary_local.config import Config
     from sanctuary_local.evaluation.inputs import load_gold
     from sanctuary_local.io.claims import read_claims

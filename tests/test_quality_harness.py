@@ -8,8 +8,6 @@ report renders every row.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -19,12 +17,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def harness():
-    spec = importlib.util.spec_from_file_location("quality_e2e", REPO / "benchmarks" / "quality_e2e.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["quality_e2e"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def harness(load_benchmark):
+    return load_benchmark("quality_e2e")
 
 
 @pytest.fixture(scope="module")

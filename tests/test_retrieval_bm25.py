@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,18 +23,10 @@ from sanctuary_local.retrieval.segment import (
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _synthetic_module():
-    spec = importlib.util.spec_from_file_location("synthetic_store", REPO / "benchmarks" / "synthetic_store.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["synthetic_store"] = mod
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
-
-
 @pytest.fixture(scope="module")
-def synthetic_claim() -> tuple[list[Document], list[str]]:
+def synthetic_claim(load_benchmark) -> tuple[list[Document], list[str]]:
     """A small seeded synthetic claim (shape of the real store at 2 % scale) and its queries."""
-    syn = _synthetic_module()
+    syn = load_benchmark("synthetic_store")
     rng = np.random.default_rng(3)
     vocab = syn.vocabulary(rng, 8000)
     raw = syn.claim_documents(rng, vocab, 0, 0.02)[:300]
