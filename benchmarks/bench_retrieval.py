@@ -188,7 +188,10 @@ def reference(store: str, claim: int) -> dict[str, Any]:
 
 
 def _in_child(fn, *args):  # noqa: ANN001, ANN202
-    with mp.get_context("spawn").Pool(1) as pool:
+    from sanctuary_local.procs import die_with_parent
+
+    # a killed benchmark leaves no worker behind (issue 16)
+    with mp.get_context("spawn").Pool(1, initializer=die_with_parent) as pool:
         return pool.apply(fn, args)
 
 

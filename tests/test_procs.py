@@ -148,3 +148,16 @@ def test_descendants_walks_the_tree_and_skips_zombies() -> None:
         child.wait()
     assert child.pid not in procs.descendants(os.getpid())
     assert child.pid not in procs.alive({child.pid: found[child.pid]})
+
+
+def test_every_process_pool_in_the_code_uses_die_with_parent() -> None:
+    """Each pool the package or a benchmark script starts makes its workers die with it:
+    bench_retrieval's Pool(1) once left a worker alive for an hour after a kill -9."""
+    import re
+
+    starts = re.compile(r"\b(ProcessPoolExecutor|Pool)\(")
+    files = [p for d in ("sanctuary_local", "benchmarks") for p in sorted((ROOT / d).rglob("*.py"))]
+    offenders = [p.relative_to(ROOT).as_posix() for p in files
+                 if starts.search(p.read_text("utf-8")) and "die_with_parent" not in p.read_text("utf-8")]
+    checked = [p for p in files if starts.search(p.read_text("utf-8"))]
+    assert len(checked) >= 3 and offenders == []
