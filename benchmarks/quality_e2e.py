@@ -173,6 +173,34 @@ def stage_seconds(run_dir: Path, indices: list[int]) -> dict[str, float | None]:
     return out
 
 
+def llm_usage(run_dir: Path, indices: list[int]) -> dict[str, dict[str, float] | None]:
+    """Per LLM stage, from each claim's generation record: prompt, reused-prefix ("cached": prefill
+    saved) and completion tokens per claim, and tokens/s in and out over the generation seconds."""
+    from sanctuary_local.runstate import STAGE_FILES
+
+    def gen_of(stage: str, rec: dict) -> dict:
+        return rec.get("generation") or {} if stage == "hyde" else rec.get("meta") or {}
+
+    out: dict[str, dict[str, float] | None] = {}
+    for stage in ("hyde", "verdict"):
+        path, gens = run_dir / STAGE_FILES[stage], []
+        for line in path.read_bytes().splitlines() if path.exists() else []:
+            obj = orjson.loads(line)
+            if obj["claim_index"] in indices:
+                gens.append(gen_of(stage, obj["record"]))
+        if not gens:
+            out[stage] = None
+            continue
+        tot = {k: sum(float(g.get(k) or 0) for g in gens) for k in ("prompt_tokens", "cached_tokens", "completion_tokens", "seconds")}
+        n, secs = len(gens), tot["seconds"] or float("nan")
+        out[stage] = {"claims": n, "prompt_tokens_per_claim": round(tot["prompt_tokens"] / n, 1),
+                      "prefill_saved_per_claim": round(tot["cached_tokens"] / n, 1),
+                      "completion_tokens_per_claim": round(tot["completion_tokens"] / n, 1),
+                      "tokens_per_s_in": round(tot["prompt_tokens"] / secs, 1),
+                      "tokens_per_s_out": round(tot["completion_tokens"] / secs, 2)}
+    return out
+
+
 def flag_rates(preds: list) -> dict[str, float]:
     n = max(1, len(preds))
     return {f: round(sum(any(x.split(":")[0] == f for x in p.flags) for p in preds) / n, 3) for f in RATE_FLAGS}
@@ -223,6 +251,7 @@ def evaluate_all(args: argparse.Namespace) -> dict[str, Any]:
         "claims_file": str(args.claims), "n_claims": len(claims), "rows": rows,
         "stage_s_per_claim": stage_seconds(run_dir, [c.index for c in claims]),
         "flag_rates": flag_rates(preds), "models": _models(run_dir),
+        "llm_usage": llm_usage(run_dir, [c.index for c in claims]),
         "tokens": {s: {k: v for k, v in st.items() if k.startswith("tokens")} for s, st in timings["stages"].items()},
         "harness_wall_s_this_invocation": round(time.perf_counter() - t0, 1),
         "machine": {"cpus": os.cpu_count(), "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
@@ -272,6 +301,7 @@ def to_markdown(res: dict[str, Any]) -> str:
               "| stage 1 (HyDE) | stage 2 (retrieval) | stage 3 (verdict) | oracle stage 3 |", "|---|---|---|---|",
               f"| {_f(res['stage_s_per_claim'].get('hyde'))} | {_f(res['stage_s_per_claim'].get('retrieval'))} | "
               f"{_f(res['stage_s_per_claim'].get('verdict'))} | {_f(res['rows'].get('oracle_evidence', {}).get('verdict_s_per_claim'))} |",
+              "", *usage_markdown([res]),
               "", "## Flag rates (share of claims)", "", "| flag | system | oracle |", "|---|---|---|"]
     orates = res["rows"].get("oracle_evidence", {}).get("flag_rates", {})
     lines += [f"| {f} | {r:.3f} | {_f(orates.get(f))} |" for f, r in res["flag_rates"].items()]
@@ -305,6 +335,21 @@ def write_png(results: list[dict[str, Any]], path: Path) -> Path:
     return path
 
 
+def usage_markdown(results: list[dict[str, Any]]) -> list[str]:
+    """The LLM stages' token accounting (results made before it existed have none: skipped)."""
+    rows = [(r["label"], st, u) for r in results for st, u in (r.get("llm_usage") or {}).items() if u]
+    if not rows:
+        return []
+    lines = ["## LLM tokens per claim and throughput", "",
+             "Prefill saved = prompt tokens whose KV cache was reused from the previous request "
+             "(the shared instructions and few-shot prefix); tokens/s over the generation seconds.", "",
+             "| result | stage | prompt tokens | prefill saved | completion tokens | tokens/s in | tokens/s out |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {lbl} | {st} | {u['prompt_tokens_per_claim']} | {u['prefill_saved_per_claim']} | "
+              f"{u['completion_tokens_per_claim']} | {u['tokens_per_s_in']} | {u['tokens_per_s_out']} |" for lbl, st, u in rows]
+    return lines
+
+
 def compare_markdown(results: list[dict[str, Any]], title: str) -> str:
     lines = [f"# Quality comparison: {title}", "",
              "| result | profile | claims | row | accuracy | macro-F1 | Q+A METEOR | AVeriTeC @0.25 | s/claim (1 / 2 / 3) |",
@@ -317,6 +362,10 @@ def compare_markdown(results: list[dict[str, Any]], title: str) -> str:
                          f"{_f(row['macro_f1'])} | {_f(row['qa'])} | {_f(row['averitec_0.25'])} | {secs if key == 'system' else ''} |")
     lines += ["", "| result | " + " | ".join(RATE_FLAGS) + " |", "|---" * (len(RATE_FLAGS) + 1) + "|"]
     lines += [f"| {r['label']} | " + " | ".join(f"{r['flag_rates'].get(f, 0):.3f}" for f in RATE_FLAGS) + " |" for r in results]
+    lines += ["", *usage_markdown(results)]
+    lines += ["", "| result | models | CPUs | load average at the end | date |", "|---|---|---|---|---|"]
+    lines += [f"| {r['label']} | {', '.join(sorted(set(v for v in r['models'].values() if v)))} | {r['machine']['cpus']} | "
+              f"{r['machine']['loadavg_at_end']} | {r['date']} |" for r in results]
     return "\n".join(lines) + "\n"
 
 

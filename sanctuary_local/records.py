@@ -200,6 +200,8 @@ class Generation(_Record):
     completion_tokens: int = 0
     seconds: float = 0.0
     finish_reason: str = ""
+    cached_tokens: int = 0
+    """Prompt tokens not computed again: a reused KV prefix (llama.cpp) or a prefix-cache hit (vLLM)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ class ScriptedBackend:
     def generate(self, requests: list[ChatRequest]) -> list[ChatResult]:
         self.calls.append(requests)
         return [ChatResult("", finish_reason="error", error=str(o)) if isinstance(o, Exception)
-                else ChatResult(o, 10, 5, "stop", 0.1) for o in self.outputs[: len(requests)]]
+                else ChatResult(o, 10, 5, "stop", 0.1, cached_tokens=4) for o in self.outputs[: len(requests)]]
 
     def count_tokens(self, messages: tuple[ChatMessage, ...]) -> int:
         return sum(len(m.content.split()) for m in messages)
@@ -100,6 +100,7 @@ def test_run_hyde_order_errors_and_accounting():
     assert len(backend.calls) == 1 and len(backend.calls[0]) == 3  # one call, all prompts
     assert [r.claim_index for r in out] == [0, 1, 2]
     assert out[0].provisional_label == "Refuted" and out[0].generation.completion_tokens == 5
+    assert out[0].generation.cached_tokens == 4  # the backend's reused-prefix count is kept
     assert "hyde_few_questions" in out[0].flags
     assert any(f.startswith("hyde_llm_error: boom") for f in out[1].flags) and "hyde_claim_fallback" in out[1].flags
     assert "hyde_claim_fallback" in out[2].flags

@@ -73,3 +73,22 @@ def test_report_renders_every_row_and_compares(harness, tmp_path):
     paths = harness.write([res, dict(res, label="u")], "cmp", tmp_path)
     assert all(p.stat().st_size > 0 for p in paths)
     assert "| u | cpu | 0:2 |" in paths[1].read_text()
+
+
+def test_llm_usage_counts_tokens_and_prefill_saved_per_stage(harness, tmp_path):
+    from sanctuary_local.records import Generation, HydeResult, Prediction
+    from sanctuary_local.runstate import STAGE_FILES, StageFile
+
+    hyde = StageFile(tmp_path / STAGE_FILES["hyde"], HydeResult.from_dict)
+    verdict = StageFile(tmp_path / STAGE_FILES["verdict"], Prediction.from_dict)
+    for i, (cached, secs) in enumerate([(0, 10.0), (600, 5.0), (600, 5.0)]):
+        hyde.append(i, HydeResult(i, None, (), generation=Generation(700, 100, secs, "stop", cached)), {"seconds": secs})
+        pred = Prediction(claim_index=i, claim_id=str(i), claim="c", label="Refuted", evidence=(), justification="",
+                          meta={"prompt_tokens": 2000, "completion_tokens": 50 * (i + 1), "cached_tokens": 0, "seconds": 4.0})
+        verdict.append(i, pred, {"seconds": 4.0})
+    usage = harness.llm_usage(tmp_path, [0, 1])  # claim 2 is outside the range
+    assert usage["hyde"] == {"claims": 2, "prompt_tokens_per_claim": 700.0, "prefill_saved_per_claim": 300.0,
+                             "completion_tokens_per_claim": 100.0, "tokens_per_s_in": round(1400 / 15, 1),
+                             "tokens_per_s_out": round(200 / 15, 2)}
+    assert usage["verdict"]["completion_tokens_per_claim"] == 75.0 and usage["verdict"]["tokens_per_s_out"] == 18.75  # 150 tokens in 8 s
+    assert "| hyde | 700.0 | 300.0 | 100.0 |" in "\n".join(harness.usage_markdown([{"label": "t", "llm_usage": usage}]))

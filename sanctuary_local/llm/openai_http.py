@@ -131,6 +131,8 @@ class OpenAIHTTPBackend:
                 finish_reason=choice.get("finish_reason") or "",
                 seconds=time.perf_counter() - t0,
                 extra={"schema_dialect": self._schema_dialect if req.json_schema is not None else None},
+                # OpenAI's usage field; llama.cpp's and vLLM's servers fill it when prefix caching hits
+                cached_tokens=int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
             )
         except (HTTPFailure, KeyError, IndexError, TypeError, ValueError) as exc:
             return ChatResult("", finish_reason="error", seconds=time.perf_counter() - t0, error=str(exc) or type(exc).__name__)

@@ -144,6 +144,7 @@ class VLLMBackend:
                     finish_reason=str(comp.finish_reason or ""),
                     seconds=total / len(requests),
                     extra={"batch_seconds": total, "batch_size": len(requests)},
+                    cached_tokens=int(getattr(out, "num_cached_tokens", None) or 0),  # prefix-cache hits
                 )
             )
         return results

@@ -119,7 +119,7 @@ def parse_hyde(text: str, claim: Claim, cfg: HydeConfig, finish_reason: str = ""
 
 
 def _result(claim: Claim, res: ChatResult, cfg: HydeConfig) -> HydeResult:
-    gen = Generation(res.prompt_tokens, res.completion_tokens, res.seconds, res.finish_reason)
+    gen = Generation(res.prompt_tokens, res.completion_tokens, res.seconds, res.finish_reason, res.cached_tokens)
     if not res.ok:
         return _claim_fallback(claim, ("hyde_no_label", f"hyde_llm_error: {res.error}"), gen=gen)
     out = parse_hyde(res.text, claim, cfg, res.finish_reason)

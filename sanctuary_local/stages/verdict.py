@@ -172,6 +172,7 @@ def _prediction(
         "model": backend.model_id,
         "prompt_tokens": res.prompt_tokens,
         "completion_tokens": res.completion_tokens,
+        "cached_tokens": res.cached_tokens,
         "seconds": res.seconds,
         "finish_reason": res.finish_reason,
         "hyde_generation": hyde.generation.to_dict(),
