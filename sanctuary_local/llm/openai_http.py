@@ -7,6 +7,15 @@ connection errors, 429 and 5xx. Structured output is sent as the OpenAI
 server that rejects it (400/422, or llama-cpp-python's 500 — it only knows
 ``{"type": "json_object", "schema": ...}``) is retried once in that dialect, which is
 then remembered. ``top_k``/``min_p`` are sent as the extra body fields these servers read.
+
+Fleet: ``base_url`` may name several servers (a list, or URLs separated by commas), e.g.
+one ``vllm serve`` per GPU. Each server gets ``concurrency`` worker threads that pull the
+next request from one shared queue, so a fast server takes more work and every server
+stays busy. A server that stops answering (no connection, or 502/503/504 after the
+retries) is dropped for the rest of the call and the request it held goes back to the
+front of the queue for the others: every request gets exactly one result, and only when
+the last server is gone do the remaining requests fail. ``server_stats`` accumulates
+requests, tokens and busy seconds per server (what ``bench`` reports).
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +37,16 @@ from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 
 log = logging.getLogger(__name__)
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+_DOWN_STATUS = {0, 502, 503, 504}  # after the retries: the server is gone, hand its work to the others
+
+
+def server_urls(base_url: str | list[str] | None) -> list[str]:
+    """The servers named by ``llm.base_url``: one URL, a list, or URLs separated by commas."""
+    items = base_url if isinstance(base_url, list) else str(base_url or "").split(",")
+    urls = [u.strip().rstrip("/") for u in items if u and u.strip()]
+    if len(set(urls)) != len(urls):
+        raise UserError(f"llm.base_url names a server twice: {urls}")
+    return urls
 
 
 class HTTPFailure(Exception):
@@ -44,12 +63,17 @@ class OpenAIHTTPBackend:
     name = "openai_http"
 
     def __init__(self, cfg: LLMConfig, models_dir: str | Path = "models") -> None:
-        if not cfg.base_url:
-            raise UserError("llm.base_url must be set for the openai_http backend (e.g. 'http://127.0.0.1:8000/v1')")
+        urls = server_urls(cfg.base_url)
+        if not urls:
+            raise UserError("llm.base_url must be set for the openai_http backend (e.g. 'http://127.0.0.1:8000/v1', "
+                            "or several: 'http://10.0.0.1:8000/v1,http://10.0.0.2:8000/v1')")
         if cfg.concurrency < 1 or cfg.timeout_s <= 0 or cfg.retries < 0:
             raise UserError("openai_http: llm.concurrency must be >= 1, llm.timeout_s > 0 and llm.retries >= 0")
         self.cfg = cfg
-        self.base_url = cfg.base_url.rstrip("/")
+        self.servers = urls
+        self.base_url = urls[0]  # token counts go to the first server
+        self.server_stats: dict[str, dict[str, float]] = {
+            u: {"requests": 0, "failed": 0, "completion_tokens": 0, "busy_s": 0.0} for u in urls}
         self.model_id = cfg.served_model or cfg.model
         self._schema_dialect = "json_schema"  # switched to "json_object" if the server needs it
         self._lock = threading.Lock()
@@ -108,9 +132,10 @@ class OpenAIHTTPBackend:
             payload["response_format"] = self._response_format(req.json_schema)
         return payload
 
-    def _one(self, req: ChatRequest) -> ChatResult:
+    def _one(self, req: ChatRequest, base_url: str | None = None) -> ChatResult:
         t0 = time.perf_counter()
-        url = f"{self.base_url}/chat/completions"
+        server = base_url or self.base_url
+        url = f"{server}/chat/completions"
         try:
             try:
                 data = self._post_retrying(url, self._payload(req))
@@ -130,19 +155,64 @@ class OpenAIHTTPBackend:
                 completion_tokens=int(usage.get("completion_tokens") or 0),
                 finish_reason=choice.get("finish_reason") or "",
                 seconds=time.perf_counter() - t0,
-                extra={"schema_dialect": self._schema_dialect if req.json_schema is not None else None},
+                extra={"schema_dialect": self._schema_dialect if req.json_schema is not None else None, "server": server},
                 # OpenAI's usage field; llama.cpp's and vLLM's servers fill it when prefix caching hits
                 cached_tokens=int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
             )
         except (HTTPFailure, KeyError, IndexError, TypeError, ValueError) as exc:
-            return ChatResult("", finish_reason="error", seconds=time.perf_counter() - t0, error=str(exc) or type(exc).__name__)
+            status = exc.status if isinstance(exc, HTTPFailure) else None
+            return ChatResult("", finish_reason="error", seconds=time.perf_counter() - t0,
+                              error=str(exc) or type(exc).__name__, extra={"server": server, "status": status})
 
     def generate(self, requests: list[ChatRequest]) -> list[ChatResult]:
-        """Send all requests, ``concurrency`` at a time; results in input order; never raises."""
+        """Send all requests, ``concurrency`` per server at a time, over every server that
+        still answers (see the module docstring); results in input order; never raises."""
         if not requests:
             return []
-        with ThreadPoolExecutor(max_workers=min(self.cfg.concurrency, len(requests))) as pool:
-            return list(pool.map(self._one, requests))
+        results: list[ChatResult | None] = [None] * len(requests)
+        queue, alive, busy = deque(range(len(requests))), set(self.servers), [0]
+        cond = threading.Condition()
+
+        def worker(server: str) -> None:
+            while True:
+                with cond:
+                    # An idle worker waits while others run: a failed server's request may come back.
+                    while not queue and busy[0] and server in alive:
+                        cond.wait()
+                    if not queue or server not in alive:
+                        return
+                    i = queue.popleft()
+                    busy[0] += 1
+                res = self._one(requests[i], server)
+                with cond:
+                    busy[0] -= 1
+                    self._count(server, res)
+                    down = not res.ok and res.extra.get("status") in _DOWN_STATUS
+                    if down and server in alive and len(alive) > 1:  # the last server is never dropped
+                        alive.discard(server)
+                        log.warning("openai_http: server %s stopped answering (%s); its requests go to the other %d",
+                                    server, res.error, len(alive))
+                    if down and server not in alive:
+                        queue.appendleft(i)  # no result recorded for it yet: a live server runs it
+                    else:
+                        results[i] = res
+                    cond.notify_all()
+
+        per_server = min(self.cfg.concurrency, len(requests))
+        threads = [threading.Thread(target=worker, args=(s,), daemon=True) for s in self.servers for _ in range(per_server)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        lost = "no server left to run it (all of %s stopped answering)" % ", ".join(self.servers)
+        return [r if r is not None else ChatResult("", finish_reason="error", error=lost) for r in results]
+
+    def _count(self, server: str, res: ChatResult) -> None:
+        st = self.server_stats[server]
+        st["requests"] += 1
+        st["failed"] += 0 if res.ok else 1
+        st["completion_tokens"] += res.completion_tokens
+        st["busy_s"] += res.seconds
 
     # --------------------------------------------------------------- token counts
     def count_tokens(self, messages: tuple[ChatMessage, ...]) -> int:
