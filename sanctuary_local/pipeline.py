@@ -234,48 +234,7 @@ class _Run:
 
     # ------------------------------------------------------- stages 1+2 overlapped
     def stage_hyde_overlapping_retrieval(self, claims: list[Claim], level: int) -> None:
-        """Stage 1 in waves; each finished wave's claims go straight to the retrieval pool,
-        so CPU retrieval runs while the GPU generates the next wave. Results are identical
-        to the stage-major order (every claim's retrieval depends only on its own queries)."""
-        from sanctuary_local.stages.evidence import RetrievalPool
-
-        todo = [c for c in claims if c.index not in self.evidence]
-        if not todo:
-            return self.stage_hyde(claims, level)
-        self.stops.check()
-        cfg = apply_level(self.cfg, level)
-        lock = threading.Lock()
-        futures: list[Any] = []
-        with self.reporter.stage("retrieval", len(todo)) as st, RetrievalPool(
-            self.opts.store, cfg.retrieval, models_dir=cfg.models_dir, workers=cfg.retrieval.workers
-        ) as pool:
-            def done(fut: Any) -> None:
-                if fut.cancelled() or not self.stops.keep(ev := fut.result()):
-                    return
-                with lock:  # callbacks may come from the pool's thread
-                    try:
-                        self.evidence.append(ev.claim_index, ev, {"seconds": float(ev.timings.get("total", 0.0)),
-                                                                  "budget_level": level, "overlapped": True})
-                    except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread (stops.check)
-                        self.stops.fault = self.stops.fault or exc
-                        return
-                    st.advance()
-
-            def submit(results: list[HydeResult]) -> None:
-                for h in results:
-                    if h.claim_index not in self.evidence:
-                        fut = pool.submit(h)
-                        futures.append(fut)
-                        fut.add_done_callback(done)
-
-            submit([self.hyde.records[c.index] for c in todo if c.index in self.hyde])  # resumed claims first
-            self.stage_hyde(claims, level, on_wave=submit, n_waves=4)
-            while wait(futures, timeout=0.5).not_done and not self.stops.stopping():
-                pass
-            if self.stops.stopping():
-                pool.cancel_pending()  # closing the pool waits for the claims in flight
-        self.stops.check()
-        log.info("stages 1+2 overlapped for %d claims", len(todo))
+        _OverlappedRetrieval(self, level).execute(claims)
 
     def overlapping(self) -> bool:
         if self.opts.overlap is not None:
@@ -302,50 +261,110 @@ class _Run:
             with closing(waves):
                 for wave, preds, per in waves:
                     for (c, _, _), p in zip(wave, preds):
-                        p = self._finish(c, p, per, level, cfg)
+                        p = _with_upstream(self, c, p, per, level, cfg)
                         self.verdict.append(c.index, p, {"seconds": per, "budget_level": level})
                         st.advance(int(p.meta.get("prompt_tokens", 0)), int(p.meta.get("completion_tokens", 0)))
                     self.stops.check()
 
-    def _finish(self, claim: Claim, p: Prediction, verdict_s: float, level: int, cfg: Config) -> Prediction:
-        """Attach per-stage timings, budget knobs and upstream flags to the prediction."""
-        h_extra, e_extra = self.hyde.extras.get(claim.index, {}), self.evidence.extras.get(claim.index, {})
-        timings = {"hyde_s": h_extra.get("seconds", 0.0), "retrieval_s": e_extra.get("seconds", 0.0), "verdict_s": verdict_s}
-        flags = list(p.flags)
-        for f in (*self.hyde.records[claim.index].flags, *self.evidence.records[claim.index].flags):
-            if f not in flags:
-                flags.append(f)
-        meta = dict(p.meta)
-        if self.planner is not None:
-            lv = {"hyde": h_extra.get("budget_level", 0), "retrieval": e_extra.get("budget_level", 0), "verdict": level}
-            meta["budget"] = {"levels": lv, "knobs": knobs(cfg)}
-            if max(lv.values()) > 0:
-                flags.append(f"budget_level:{max(lv.values())}")
-        return dataclasses.replace(p, timings={**p.timings, **timings}, flags=tuple(flags), meta=meta,
-                                   claim_id=claim.claim_id, claim=claim.text)
-
     # --------------------------------------------------------------- execution
     def execute(self) -> None:
+        if self.planner is not None:
+            return self._execute_budgeted(self.planner)
+        if self.overlapping():
+            self.stage_hyde_overlapping_retrieval(self.claims, 0)
+        else:
+            self.stage_hyde(self.claims, 0)
+            self.stage_retrieval(self.claims, 0)
+        self.stage_verdict(self.claims, 0)
+
+    def _execute_budgeted(self, planner: BudgetPlanner) -> None:
+        """A pilot of the first claims at full settings, then each stage of the rest at the
+        level the planner picks from the measured per-claim costs."""
         claims = self.claims
-        if self.planner is None:
-            if self.overlapping():
-                self.stage_hyde_overlapping_retrieval(claims, 0)
-            else:
-                self.stage_hyde(claims, 0)
-                self.stage_retrieval(claims, 0)
-            self.stage_verdict(claims, 0)
-            return
         pilot_n = min(len(claims), max(2, min(8, len(claims) // 20)))
         pilot, rest = claims[:pilot_n], claims[pilot_n:]
         for name in STAGES:
             getattr(self, f"stage_{name}")(pilot, 0)
         for i, name in enumerate(STAGES):
             per_claim = self.reporter.per_claim_costs()
-            level = self.planner.choose(time.perf_counter() - self.t0, pilot_n, per_claim, STAGES[i:], len(rest))
+            level = planner.choose(time.perf_counter() - self.t0, pilot_n, per_claim, STAGES[i:], len(rest))
             log.info("budget: stage %s runs the remaining %d claims at level %d (projected %.1f s/claim, budget %.1f)",
-                     name, len(rest), level, self.planner.projected_s or 0.0, self.planner.budget_s)
-            self.reporter.note_budget(name, level, self.planner.projected_s)
+                     name, len(rest), level, planner.projected_s or 0.0, planner.budget_s)
+            self.reporter.note_budget(name, level, planner.projected_s)
             getattr(self, f"stage_{name}")(rest, level)
+
+
+class _OverlappedRetrieval:
+    """Stage 1 in waves; each finished wave's claims go straight to the retrieval pool, so
+    CPU retrieval runs while the GPU generates the next wave. Results are identical to the
+    stage-major order (every claim's retrieval depends only on its own queries)."""
+
+    def __init__(self, run: _Run, level: int) -> None:
+        self.run, self.level = run, level
+        self.lock = threading.Lock()
+        self.futures: list[Any] = []
+        self.st: Any = None  # the retrieval stage's reporter and pool, while execute runs
+        self.pool: Any = None
+
+    def execute(self, claims: list[Claim]) -> None:
+        from sanctuary_local.stages.evidence import RetrievalPool
+
+        r = self.run
+        todo = [c for c in claims if c.index not in r.evidence]
+        if not todo:
+            return r.stage_hyde(claims, self.level)
+        r.stops.check()
+        cfg = apply_level(r.cfg, self.level)
+        with r.reporter.stage("retrieval", len(todo)) as st, RetrievalPool(
+            r.opts.store, cfg.retrieval, models_dir=cfg.models_dir, workers=cfg.retrieval.workers
+        ) as pool:
+            self.st, self.pool = st, pool
+            self.submit([r.hyde.records[c.index] for c in todo if c.index in r.hyde])  # resumed claims first
+            r.stage_hyde(claims, self.level, on_wave=self.submit, n_waves=4)
+            while wait(self.futures, timeout=0.5).not_done and not r.stops.stopping():
+                pass
+            if r.stops.stopping():
+                pool.cancel_pending()  # closing the pool waits for the claims in flight
+        r.stops.check()
+        log.info("stages 1+2 overlapped for %d claims", len(todo))
+
+    def submit(self, results: list[HydeResult]) -> None:
+        for h in results:
+            if h.claim_index not in self.run.evidence:
+                fut = self.pool.submit(h)
+                self.futures.append(fut)
+                fut.add_done_callback(self.done)
+
+    def done(self, fut: Any) -> None:
+        r = self.run
+        if fut.cancelled() or not r.stops.keep(ev := fut.result()):
+            return
+        with self.lock:  # callbacks may come from the pool's thread
+            try:
+                r.evidence.append(ev.claim_index, ev, {"seconds": float(ev.timings.get("total", 0.0)),
+                                                       "budget_level": self.level, "overlapped": True})
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread (stops.check)
+                r.stops.fault = r.stops.fault or exc
+                return
+            self.st.advance()
+
+
+def _with_upstream(run: _Run, claim: Claim, p: Prediction, verdict_s: float, level: int, cfg: Config) -> Prediction:
+    """Attach per-stage timings, budget knobs and upstream (stage 1 and 2) flags to a prediction."""
+    h_extra, e_extra = run.hyde.extras.get(claim.index, {}), run.evidence.extras.get(claim.index, {})
+    timings = {"hyde_s": h_extra.get("seconds", 0.0), "retrieval_s": e_extra.get("seconds", 0.0), "verdict_s": verdict_s}
+    flags = list(p.flags)
+    for f in (*run.hyde.records[claim.index].flags, *run.evidence.records[claim.index].flags):
+        if f not in flags:
+            flags.append(f)
+    meta = dict(p.meta)
+    if run.planner is not None:
+        lv = {"hyde": h_extra.get("budget_level", 0), "retrieval": e_extra.get("budget_level", 0), "verdict": level}
+        meta["budget"] = {"levels": lv, "knobs": knobs(cfg)}
+        if max(lv.values()) > 0:
+            flags.append(f"budget_level:{max(lv.values())}")
+    return dataclasses.replace(p, timings={**p.timings, **timings}, flags=tuple(flags), meta=meta,
+                               claim_id=claim.claim_id, claim=claim.text)
 
 
 def _waves(items: list[R], size: int) -> list[list[R]]:
