@@ -15,7 +15,7 @@ from rich.console import Console
 from sanctuary_local import __version__
 from sanctuary_local.errors import UserError
 
-COMMANDS = ("inspect", "convert", "run", "eval", "models", "bench")
+COMMANDS = ("inspect", "convert", "run", "eval", "models", "bench", "report")
 
 app = typer.Typer(
     name="sanctuary-local",

@@ -1,0 +1,199 @@
+"""A cited report for people: one self-contained HTML page per claim plus an index.
+
+Each claim page shows the claim, the verdict, the justification and every evidence
+snippet the verdict prompt saw, numbered as the prompt numbered them ("Evidence 2.1" =
+question 2, its first snippet kept in the prompt), so the justification's mentions of
+"Evidence q.n" become links to the snippet. Each snippet is shown highlighted (``<mark>``)
+inside its source page's text, at its exact character span: the text between the marks
+is ``document.text[start:end]``. Pages carry their CSS inline and load nothing: they
+open offline. Everything from the claims, the store and the model is HTML-escaped.
+
+Inputs, all read-only: ``RUN_DIR/predictions.json`` (required), ``stage2_evidence.jsonl``
+(the snippets per question; without it the official evidence list is shown, numbered
+E1…), ``run_state.json`` (the store the run used, unless ``store`` is given) and the
+knowledge store (without it the snippet is shown alone, with a note).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from string import Template
+
+import orjson
+
+from sanctuary_local.errors import UserError
+from sanctuary_local.records import ClaimEvidence, Prediction
+
+__all__ = ["ReportSnippet", "claim_snippets", "write_report"]
+
+#: Characters of the source page shown on each side of a snippet.
+CONTEXT_CHARS = 400
+_CITE = re.compile(r"\b(Evidence (\d+)\.(\d+))\b")
+_DROPPED = re.compile(r"dropped (\d+) of (\d+) snippets")
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSnippet:
+    """One snippet as the report shows it; ``label`` is how the verdict prompt named it."""
+
+    label: str
+    anchor: str
+    question: str
+    url: str
+    doc_position: int
+    start: int
+    end: int
+    text: str
+    score: float
+
+
+def _template(name: str) -> Template:
+    return Template(resources.files("sanctuary_local.templates").joinpath(name).read_text("utf-8"))
+
+
+def _dropped_keys(ev: ClaimEvidence, pred: Prediction) -> frozenset[tuple[int, int]]:
+    """The snippets stage 3 dropped to fit its prompt (same order as ``verdict._drop_order``)."""
+    from sanctuary_local.stages.verdict import _drop_order
+
+    for note in pred.meta.get("trimmed") or ():
+        if m := _DROPPED.search(str(note)):
+            return frozenset(_drop_order(ev)[: int(m.group(1))])
+    return frozenset()
+
+
+def claim_snippets(pred: Prediction, ev: ClaimEvidence | None) -> list[ReportSnippet]:
+    """The snippets of one claim, numbered as in the verdict prompt when stage 2 is known,
+    else the prediction's evidence list (``evidence_all`` when present) numbered E1…"""
+    if ev is None:
+        items = pred.evidence_all or pred.evidence
+        return [ReportSnippet(f"E{i}", f"e{i}", it.question, it.url, it.doc_position, it.start, it.end,
+                              it.scraped_text, it.score) for i, it in enumerate(items, start=1)]
+    dropped, out = _dropped_keys(ev, pred), []
+    for qi, qe in enumerate(ev.queries):
+        kept = [sn for si, sn in enumerate(qe.snippets) if (qi, si) not in dropped]
+        for n, sn in enumerate(kept, start=1):
+            c = sn.chunk
+            out.append(ReportSnippet(f"Evidence {qi + 1}.{n}", f"e-{qi + 1}-{n}", qe.query.question, c.url,
+                                     c.doc_position, c.start, c.end, c.text, sn.score))
+    return out
+
+
+def _context(snip: ReportSnippet, doc_text: str | None) -> str:
+    """The snippet in its page: escaped text around a ``<mark>`` holding exactly doc_text[start:end]."""
+    if doc_text is None or not (0 <= snip.start <= snip.end <= len(doc_text)) or doc_text[snip.start:snip.end] != snip.text:
+        return f"<mark>{html.escape(snip.text)}</mark>"
+    lo, hi = max(0, snip.start - CONTEXT_CHARS), min(len(doc_text), snip.end + CONTEXT_CHARS)
+    before = ("…" if lo > 0 else "") + html.escape(doc_text[lo:snip.start])
+    after = html.escape(doc_text[snip.end:hi]) + ("…" if hi < len(doc_text) else "")
+    return f"{before}<mark>{html.escape(doc_text[snip.start:snip.end])}</mark>{after}"
+
+
+def _linkify(justification: str, anchors: dict[str, str]) -> str:
+    """Escape the justification; each "Evidence q.n" it names becomes a link to that snippet."""
+    def link(m: re.Match[str]) -> str:
+        anchor = anchors.get(m.group(1))
+        return f'<a class="cite" href="#{anchor}">{m.group(1)}</a>' if anchor else m.group(1)
+
+    return _CITE.sub(link, html.escape(justification))
+
+
+def _flags_html(flags: tuple[str, ...]) -> str:
+    from sanctuary_local.pipeline import DEGRADING
+
+    if not flags:
+        return '<p class="meta">no flags</p>'
+    items = "".join(f'<li class="{"degrading" if f.split(":")[0].startswith(DEGRADING) else "flag"}">{html.escape(f)}</li>'
+                    for f in flags)
+    return f'<ul class="flags" id="flags">{items}</ul>'
+
+
+def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int, str] | None) -> str:
+    """One claim's page; ``docs`` maps document position → text (None: no store)."""
+    ev_t, css = _template("report_evidence.html"), _template("report.css").template
+    blocks = [ev_t.substitute(
+        anchor=s.anchor, label=html.escape(s.label), question=html.escape(s.question), url=html.escape(s.url, quote=True),
+        url_text=html.escape(s.url), doc_position=s.doc_position, start=s.start, end=s.end, score=f"{s.score:.3f}",
+        context=_context(s, None if docs is None else docs.get(s.doc_position))) for s in snippets]
+    note = "" if docs is not None else ('<p class="note" id="store-note">The knowledge store could not be read: '
+                                        "each snippet is shown alone, without its page.</p>")
+    return _template("report_claim.html").substitute(
+        css=css, claim_index=pred.claim_index, claim_id=html.escape(str(pred.claim_id)), claim=html.escape(pred.claim),
+        verdict=html.escape(pred.label), verdict_class=re.sub(r"[^A-Za-z]", "", pred.label),
+        provisional=html.escape(pred.provisional_label or "none"), flags=_flags_html(pred.flags),
+        justification=_linkify(pred.justification or "(no justification)", {s.label: s.anchor for s in snippets}),
+        n_evidence=len(snippets), store_note=note, evidence="\n".join(blocks) or '<p class="meta">no evidence</p>')
+
+
+def render_index(run_name: str, preds: list[Prediction]) -> str:
+    from sanctuary_local.pipeline import degraded_reasons
+
+    rows = [f'<tr><td>{p.claim_index}</td><td><a href="{page_name(p)}">{html.escape(p.claim)}</a></td>'
+            f'<td><span class="verdict v-{re.sub(r"[^A-Za-z]", "", p.label)}">{html.escape(p.label)}</span></td>'
+            f"<td>{len(p.flags)}{' (degraded)' if degraded_reasons(p.flags) else ''}</td></tr>" for p in preds]
+    counts = Counter(p.label for p in preds)
+    return _template("report_index.html").substitute(
+        css=_template("report.css").template, run_name=html.escape(run_name), n_claims=len(preds),
+        label_counts=html.escape(", ".join(f"{n} {lab}" for lab, n in sorted(counts.items()))) or "no claims",
+        n_degraded=sum(bool(degraded_reasons(p.flags)) for p in preds), rows="\n".join(rows))
+
+
+def page_name(pred: Prediction) -> str:
+    return f"claim_{pred.claim_index}.html"
+
+
+def _read_stage2(path: Path) -> dict[int, ClaimEvidence]:
+    """Stage-2 records by claim index; unreadable lines (a torn last line) are skipped."""
+    out: dict[int, ClaimEvidence] = {}
+    for raw in path.read_bytes().splitlines() if path.is_file() else []:
+        try:
+            obj = orjson.loads(raw)
+            out.setdefault(int(obj["claim_index"]), ClaimEvidence.from_dict(obj["record"]))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def _store_path(run_dir: Path, store: Path | None) -> Path | None:
+    if store is not None:
+        return store
+    try:
+        return Path(orjson.loads((run_dir / "run_state.json").read_bytes())["fingerprint"]["store"])
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+
+
+def write_report(run_dir: Path, out: Path | None = None, store: Path | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> Path:
+    """Write ``index.html`` and one ``claim_<index>.html`` per prediction into ``out``
+    (default ``run_dir/report``); returns the index path."""
+    from sanctuary_local.io.predictions import read_predictions_json
+    from sanctuary_local.io.store import KnowledgeStore
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: not a run directory (it does not exist or is not a directory)")
+    if not (run_dir / "predictions.json").is_file():
+        raise UserError(f"{run_dir / 'predictions.json'}: not found; is {run_dir} the --out of a finished `run`?")
+    preds = sorted(read_predictions_json(run_dir / "predictions.json"), key=lambda p: p.claim_index)
+    stage2 = _read_stage2(run_dir / "stage2_evidence.jsonl")
+    spath = _store_path(run_dir, store)
+    ks = KnowledgeStore(spath) if spath is not None and spath.exists() else None
+    out = Path(out) if out is not None else run_dir / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    for i, p in enumerate(preds, start=1):
+        docs = None
+        if ks is not None and ks.has(p.claim_index):
+            docs = {d.position: d.text for d in ks.load(p.claim_index).documents}
+        page = render_claim(p, claim_snippets(p, stage2.get(p.claim_index)), docs)
+        (out / page_name(p)).write_text(page, "utf-8")
+        if progress is not None:
+            progress(i, len(preds))
+    index = out / "index.html"
+    index.write_text(render_index(run_dir.resolve().name, preds), "utf-8")
+    return index

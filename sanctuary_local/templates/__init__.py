@@ -1,0 +1,1 @@
+"""HTML templates of ``sanctuary-local report`` (package data, string.Template syntax)."""

@@ -1,0 +1,164 @@
+"""`sanctuary-local report`: pages from a run directory whose stage 2 is real (BM25 + MiniLM
+over examples/store, the cpu profile's retrieval) and whose predictions are written by the
+project's own writers; the LLM text is scripted (it only needs to cite "Evidence 1.1").
+Rendered for real in headless Chromium when it is installed (`.ci/run` installs it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sanctuary_local.cli import main as cli_main
+from sanctuary_local.config import load_config
+from sanctuary_local.errors import UserError
+from sanctuary_local.io.claims import read_claims
+from sanctuary_local.io.predictions import write_predictions_json
+from sanctuary_local.io.store import KnowledgeStore
+from sanctuary_local.records import HydeResult, Prediction, Query
+from sanctuary_local.report import claim_snippets, write_report
+from sanctuary_local.runstate import STAGE_FILES, StageFile, check_state
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+EVIL = '<script>document.title="pwned"</script><img src=x onerror="alert(1)">'
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from sanctuary_local.stages.evidence import run_retrieval
+    from sanctuary_local.stages.verdict import official_evidence
+
+    out = tmp_path_factory.mktemp("run")
+    claims = read_claims(EXAMPLES / "claims.json")[:2]
+    check_state(out, {"config": "report-test", "store": str((EXAMPLES / "store").resolve())}, force=True)
+    hyde = [HydeResult(c.index, "Refuted", (Query(c.index, 0, c.text, ()), Query(c.index, 1, f"Is it true? {c.text}", ())))
+            for c in claims]
+    evs = run_retrieval(EXAMPLES / "store", hyde, load_config("cpu").retrieval, workers=1)
+    sf = StageFile(out / STAGE_FILES["retrieval"], lambda d: d)
+    preds = []
+    for c, ev in zip(claims, evs, strict=True):
+        sf.append(c.index, ev, {"seconds": 0.0})
+        evidence, evidence_all, flags = official_evidence(c, ev)
+        claim = c.text if c.index else f"{c.text} {EVIL}"  # claim 0 carries markup that must stay text
+        preds.append(Prediction(claim_index=c.index, claim_id=c.claim_id, claim=claim, label="Refuted",
+                                evidence=evidence, evidence_all=evidence_all, provisional_label="Refuted",
+                                justification=f"1. Evidence 1.1 says otherwise; Evidence 9.9 does not exist. {EVIL}\n"
+                                              "Label: Refuted",
+                                flags=(*flags, "hyde_repaired", "store_problems:1")))
+    write_predictions_json(preds, out / "predictions.json")
+    return out
+
+
+@pytest.fixture(scope="module")
+def report(run_dir: Path) -> Path:
+    return write_report(run_dir).parent
+
+
+def _docs(index: int) -> dict[int, str]:
+    return {d.position: d.text for d in KnowledgeStore(EXAMPLES / "store").load(index).documents}
+
+
+def test_every_mark_is_the_exact_span_of_its_source_page(run_dir: Path, report: Path) -> None:
+    stage2 = [orjson.loads(x) for x in (run_dir / "stage2_evidence.jsonl").read_bytes().splitlines()]
+    for line in stage2:
+        i = line["claim_index"]
+        page = (report / f"claim_{i}.html").read_text("utf-8")
+        sections = re.findall(r'<section class="evidence" id="(e-\d+-\d+)">(.*?)</section>', page, re.S)
+        n_snippets = sum(len(q["snippets"]) for q in line["record"]["queries"])
+        assert len(sections) == n_snippets > 0
+        docs = _docs(i)
+        for anchor, body in sections:
+            pos, start, end = map(int, re.search(r"document (\d+), characters (\d+)–(\d+)", body).groups())
+            marked = re.findall(r"<mark>(.*?)</mark>", body, re.S)
+            assert len(marked) == 1 and html.unescape(marked[0]) == docs[pos][start:end]
+            assert anchor.startswith("e-")
+
+
+def test_justification_citations_link_to_existing_snippets(report: Path) -> None:
+    page = (report / "claim_1.html").read_text("utf-8")
+    assert '<a class="cite" href="#e-1-1">Evidence 1.1</a>' in page and 'id="e-1-1"' in page
+    assert 'href="#e-9-9"' not in page and "Evidence 9.9" in page  # no snippet 9.9: plain text
+    for target in re.findall(r'href="#([^"]+)"', page):
+        assert f'id="{target}"' in page
+
+
+def test_untrusted_text_is_escaped(report: Path) -> None:
+    page = (report / "claim_0.html").read_text("utf-8")
+    assert "<script>" not in page and "<img" not in page
+    assert html.escape(EVIL) in page  # shown as text, in the claim and in the justification
+    index = (report / "index.html").read_text("utf-8")
+    assert "<script>" not in index and 'href="claim_0.html"' in index and 'href="claim_1.html"' in index
+
+
+def test_flags_mark_degrading_ones(report: Path) -> None:
+    page = (report / "claim_1.html").read_text("utf-8")
+    assert '<li class="degrading">store_problems:1</li>' in page and '<li class="flag">hyde_repaired</li>' in page
+
+
+def test_same_run_gives_byte_identical_pages(run_dir: Path, report: Path, tmp_path: Path) -> None:
+    again = write_report(run_dir, tmp_path / "again").parent
+    names = sorted(p.name for p in report.iterdir())
+    assert names == sorted(p.name for p in again.iterdir()) == ["claim_0.html", "claim_1.html", "index.html"]
+    assert all((report / n).read_bytes() == (again / n).read_bytes() for n in names)
+
+
+def test_without_the_store_snippets_are_shown_alone_with_a_note(run_dir: Path, tmp_path: Path) -> None:
+    out = write_report(run_dir, tmp_path / "nostore", store=tmp_path / "gone").parent
+    page = (out / "claim_1.html").read_text("utf-8")
+    assert 'id="store-note"' in page and page.count("<mark>") > 0
+
+
+def test_numbering_follows_the_snippets_stage3_dropped(run_dir: Path) -> None:
+    from sanctuary_local.records import ClaimEvidence
+    from sanctuary_local.stages.verdict import _drop_order
+
+    rec = orjson.loads((run_dir / "stage2_evidence.jsonl").read_bytes().splitlines()[1])["record"]
+    ev = ClaimEvidence.from_dict(rec)
+    pred = Prediction(claim_index=1, claim_id="1", claim="c", label="Refuted")
+    full = claim_snippets(pred, ev)
+    trimmed = claim_snippets(dataclasses.replace(pred, meta={"trimmed": [f"dropped 2 of {len(full)} snippets (scores <= 0.5)"]}), ev)
+    gone = {(ev.queries[qi].snippets[si].chunk.start, ev.queries[qi].snippets[si].chunk.url) for qi, si in _drop_order(ev)[:2]}
+    assert len(trimmed) == len(full) - 2 and not {(s.start, s.url) for s in trimmed} & gone
+    for q in {s.label.split(".")[0] for s in trimmed}:  # numbers within a question stay 1, 2, 3 …
+        nums = [int(s.label.split(".")[1]) for s in trimmed if s.label.split(".")[0] == q]
+        assert nums == list(range(1, len(nums) + 1))
+
+
+def test_bad_run_directories_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(UserError, match="not a run directory"):
+        write_report(tmp_path / "missing")
+    with pytest.raises(UserError, match="predictions.json: not found"):
+        write_report(tmp_path)
+    (tmp_path / "predictions.json").write_text('[{"claim_id": 0, "claim": "x"', "utf-8")
+    assert cli_main(["report", str(tmp_path)]) == 2
+    assert "predictions.json" in capsys.readouterr().err
+
+
+def _chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess:
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp / 'chromium-profile'}"]
+    return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120, check=True)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium; .ci/run does)")
+def test_pages_render_in_headless_chromium(report: Path, tmp_path: Path) -> None:
+    page = report / "claim_0.html"
+    dom = _chromium("--dump-dom", page.as_uri(), tmp=tmp_path).stdout
+    assert '<span class="verdict v-Refuted" id="verdict">Refuted</span>' in dom
+    assert "<mark>" in dom and 'id="e-1-1"' in dom and "<script" not in dom  # the claim's markup never ran
+    assert "<title>Claim 0: Refuted</title>" in dom  # not "pwned"
+    shot = tmp_path / "claim_0.png"
+    _chromium("--window-size=1100,1400", f"--screenshot={shot}", page.as_uri(), tmp=tmp_path)
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a rendered page, not a blank one
+    index_dom = _chromium("--dump-dom", (report / "index.html").as_uri(), tmp=tmp_path).stdout
+    assert index_dom.count('<tr><td>') == 2
