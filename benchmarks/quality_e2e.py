@@ -173,6 +173,12 @@ def stage_seconds(run_dir: Path, indices: list[int]) -> dict[str, float | None]:
     return out
 
 
+def citation_rates(preds: list) -> dict[str, float | None]:
+    from sanctuary_local.stages.verdict import citation_rates as rates
+
+    return rates(preds)
+
+
 def llm_usage(run_dir: Path, indices: list[int]) -> dict[str, dict[str, float] | None]:
     """Per LLM stage, from each claim's generation record: prompt, reused-prefix ("cached": prefill
     saved) and completion tokens per claim, and tokens/s in and out over the generation seconds."""
@@ -252,6 +258,7 @@ def evaluate_all(args: argparse.Namespace) -> dict[str, Any]:
         "stage_s_per_claim": stage_seconds(run_dir, [c.index for c in claims]),
         "flag_rates": flag_rates(preds), "models": _models(run_dir),
         "llm_usage": llm_usage(run_dir, [c.index for c in claims]),
+        "citations": citation_rates(preds),  # verdict.citations runs only; all None otherwise
         "tokens": {s: {k: v for k, v in st.items() if k.startswith("tokens")} for s, st in timings["stages"].items()},
         "harness_wall_s_this_invocation": round(time.perf_counter() - t0, 1),
         "machine": {"cpus": os.cpu_count(), "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
@@ -301,7 +308,7 @@ def to_markdown(res: dict[str, Any]) -> str:
               "| stage 1 (HyDE) | stage 2 (retrieval) | stage 3 (verdict) | oracle stage 3 |", "|---|---|---|---|",
               f"| {_f(res['stage_s_per_claim'].get('hyde'))} | {_f(res['stage_s_per_claim'].get('retrieval'))} | "
               f"{_f(res['stage_s_per_claim'].get('verdict'))} | {_f(res['rows'].get('oracle_evidence', {}).get('verdict_s_per_claim'))} |",
-              "", *usage_markdown([res]),
+              "", *usage_markdown([res]), *citations_markdown(res),
               "", "## Flag rates (share of claims)", "", "| flag | system | oracle |", "|---|---|---|"]
     orates = res["rows"].get("oracle_evidence", {}).get("flag_rates", {})
     lines += [f"| {f} | {r:.3f} | {_f(orates.get(f))} |" for f, r in res["flag_rates"].items()]
@@ -333,6 +340,16 @@ def write_png(results: list[dict[str, Any]], path: Path) -> Path:
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def citations_markdown(res: dict[str, Any]) -> list[str]:
+    c = res.get("citations") or {}
+    if c.get("validity_before") is None:
+        return []
+    return ["", "## Citations (verdict.citations)", "", "| valid before the re-ask | valid after | verdicts re-asked | "
+            "verdicts with a valid citation |", "|---|---|---|---|",
+            f"| {_f(c['validity_before'])} | {_f(c['validity_after'])} | {_f(c['reasked'])} | "
+            f"{_f(c['verdicts_with_valid_citation'])} |"]
 
 
 def usage_markdown(results: list[dict[str, Any]]) -> list[str]:

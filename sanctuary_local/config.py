@@ -171,6 +171,13 @@ class VerdictConfig:
     label_reask: str = "verdict_label.txt"
     """Prompt that asks once more for the label alone when the reasoning has none (it ran
     into max_tokens, or never wrote ``Label:``); "" turns the re-ask off."""
+    citations: bool = False
+    """Evidence contract (GAVEL; issue 15): the verdict lists the facts it rests on, each
+    with ``[Evidence q.n] "quote"``; a deterministic checker validates every citation, a
+    verdict with violations is asked once more with the checker's report, then flagged
+    (``stages/citations.py``). Off by default until measured."""
+    citations_prompt: str = "verdict_cited.txt"
+    citations_reask: str = "verdict_cite_fix.txt"
 
 
 @dataclass

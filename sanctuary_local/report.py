@@ -35,7 +35,6 @@ __all__ = ["ReportSnippet", "claim_snippets", "write_report"]
 #: Characters of the source page shown on each side of a snippet.
 CONTEXT_CHARS = 400
 _CITE = re.compile(r"\b(Evidence (\d+)\.(\d+))\b")
-_DROPPED = re.compile(r"dropped (\d+) of (\d+) snippets")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,16 +56,6 @@ def _template(name: str) -> Template:
     return Template(resources.files("sanctuary_local.templates").joinpath(name).read_text("utf-8"))
 
 
-def _dropped_keys(ev: ClaimEvidence, pred: Prediction) -> frozenset[tuple[int, int]]:
-    """The snippets stage 3 dropped to fit its prompt (same order as ``verdict._drop_order``)."""
-    from sanctuary_local.stages.verdict import _drop_order
-
-    for note in pred.meta.get("trimmed") or ():
-        if m := _DROPPED.search(str(note)):
-            return frozenset(_drop_order(ev)[: int(m.group(1))])
-    return frozenset()
-
-
 def claim_snippets(pred: Prediction, ev: ClaimEvidence | None) -> list[ReportSnippet]:
     """The snippets of one claim, numbered as in the verdict prompt when stage 2 is known,
     else the prediction's evidence list (``evidence_all`` when present) numbered E1…"""
@@ -74,13 +63,13 @@ def claim_snippets(pred: Prediction, ev: ClaimEvidence | None) -> list[ReportSni
         items = pred.evidence_all or pred.evidence
         return [ReportSnippet(f"E{i}", f"e{i}", it.question, it.url, it.doc_position, it.start, it.end,
                               it.scraped_text, it.score) for i, it in enumerate(items, start=1)]
-    dropped, out = _dropped_keys(ev, pred), []
-    for qi, qe in enumerate(ev.queries):
-        kept = [sn for si, sn in enumerate(qe.snippets) if (qi, si) not in dropped]
-        for n, sn in enumerate(kept, start=1):
-            c = sn.chunk
-            out.append(ReportSnippet(f"Evidence {qi + 1}.{n}", f"e-{qi + 1}-{n}", qe.query.question, c.url,
-                                     c.doc_position, c.start, c.end, c.text, sn.score))
+    from sanctuary_local.stages.citations import numbered_snippets
+
+    out = []
+    for key, sn in numbered_snippets(ev, pred.meta.get("trimmed") or ()).items():
+        c, qi = sn.chunk, int(key.split(".")[0]) - 1
+        out.append(ReportSnippet(f"Evidence {key}", f"e-{key.replace('.', '-')}", ev.queries[qi].query.question, c.url,
+                                 c.doc_position, c.start, c.end, c.text, sn.score))
     return out
 
 

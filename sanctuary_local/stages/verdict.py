@@ -11,6 +11,13 @@ claim is asked once more, in the same conversation (its reasoning as the assista
 for the label alone (prompt ``verdict_label.txt``, ``verdict.label_reask``): a dozen
 tokens, and the KV cache of the conversation is reused. It is flagged
 ``verdict_label_reasked``; only if that also fails does the stage-1 label stand in.
+
+With ``verdict.citations`` on (prompt ``verdict_cited.txt``) the verdict also lists the
+facts it rests on with ``[Evidence q.n] "quote"``; ``stages/citations.py`` checks them
+without a model, a verdict with a failing citation (or none) is asked once more with the
+checker's report (``verdict_cite_fix.txt``), and what still fails is flagged
+(``citation_violations:N``, ``citations_missing``). ``meta.citations`` holds the validity
+before and after the re-ask and every citation's URL and character span.
 """
 
 from __future__ import annotations
@@ -18,12 +25,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from sanctuary_local.config import VerdictConfig
 from sanctuary_local.io.predictions import MAX_EVIDENCE, NO_ANSWER, collapse_whitespace
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, LLMBackend
 from sanctuary_local.prompts import load_prompt, prompt_hash, render
 from sanctuary_local.records import Claim, ClaimEvidence, EvidenceItem, EvidenceSnippet, HydeResult, Prediction
+from sanctuary_local.stages.citations import CitationReport, annotate, check_citations, numbered_snippets
 from sanctuary_local.stages.hyde import claim_fields, hyde_prompt_hash
 from sanctuary_local.stages.parsing import parse_verdict_output
 
@@ -99,7 +109,8 @@ def format_evidence(ev: ClaimEvidence, dropped: frozenset[Key] = frozenset()) ->
 
 
 def _messages(claim: Claim, ev: ClaimEvidence, cfg: VerdictConfig, dropped: frozenset[Key]) -> tuple[ChatMessage, ...]:
-    text = render(load_prompt(cfg.prompt), **claim_fields(claim), evidence=format_evidence(ev, dropped))
+    prompt = cfg.citations_prompt if cfg.citations else cfg.prompt
+    text = render(load_prompt(prompt), **claim_fields(claim), evidence=format_evidence(ev, dropped))
     return (ChatMessage("user", text),)
 
 
@@ -151,7 +162,8 @@ def parse_verdict(text: str, fallback_label: str | None) -> tuple[str, str, tupl
 
 
 def _prediction(
-    claim: Claim, hyde: HydeResult, ev: ClaimEvidence, res: ChatResult, notes: list[str], backend: LLMBackend
+    claim: Claim, hyde: HydeResult, ev: ClaimEvidence, res: ChatResult, notes: list[str], backend: LLMBackend,
+    cited: CitationOutcome | None = None,
 ) -> Prediction:
     if res.ok:
         label, justification, vflags = parse_verdict(res.text, hyde.provisional_label)
@@ -164,6 +176,9 @@ def _prediction(
         vflags = (*vflags, "verdict_truncated")
     if res.extra.get("label_reasked"):
         vflags = (*vflags, "verdict_label_reasked")
+    if cited is not None:
+        vflags = (*vflags, *cited.flags())
+        justification = annotate(justification, cited.after)
     evidence, evidence_all, eflags = official_evidence(claim, ev)
     meta = {
         "hyde_prompt_hash": hyde_prompt_hash(),
@@ -179,6 +194,8 @@ def _prediction(
         "trimmed": notes,
         "raw_text": res.text,
     }
+    if cited is not None:
+        meta["citations"] = cited.to_dict()
     return Prediction(
         claim_index=claim.index,
         claim_id=claim.claim_id,
@@ -225,7 +242,11 @@ def run_verdict(
     results = [next(outs) if r is not None else ChatResult("", finish_reason="error", error=n[0]) for r, n in zip(requests, notes)]
     if cfg.label_reask:
         results = reask_missing_labels(requests, results, backend, cfg)
-    return [_prediction(c, h, e, r, n, backend) for c, h, e, r, n in zip(claims, hyde, evidence, results, notes, strict=True)]
+    cited: list[CitationOutcome | None] = [None] * len(results)
+    if cfg.citations:
+        results, cited = reask_bad_citations(requests, results, evidence, notes, backend, cfg)
+    return [_prediction(c, h, e, r, n, backend, x)
+            for c, h, e, r, n, x in zip(claims, hyde, evidence, results, notes, cited, strict=True)]
 
 
 #: Generation cap of the label re-ask: the longest label is under ten tokens.
@@ -268,3 +289,73 @@ def reask_missing_labels(
             seconds=r.seconds + ans.seconds, extra={**r.extra, "label_reasked": True, "label_reask_text": ans.text},
         )
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class CitationOutcome:
+    """The citation check of one verdict before and after its one re-ask."""
+
+    before: CitationReport
+    after: CitationReport
+    reasked: bool
+
+    def flags(self) -> tuple[str, ...]:
+        out = ("citations_reasked",) if self.reasked else ()
+        if not self.after.checks:
+            return (*out, "citations_missing")
+        return (*out, f"citation_violations:{len(self.after.violations)}") if self.after.violations else out
+
+    def to_dict(self) -> dict[str, Any]:
+        def rate(r: CitationReport) -> dict[str, Any]:
+            return {"n": len(r.checks), "valid": r.n_valid, "validity": r.validity}
+
+        return {"before": rate(self.before), "after": rate(self.after), "reasked": self.reasked,
+                "items": [c.to_dict() for c in self.after.checks]}
+
+
+def reask_bad_citations(
+    requests: Sequence[ChatRequest | None], results: list[ChatResult], evidence: Sequence[ClaimEvidence],
+    notes: Sequence[list[str]], backend: LLMBackend, cfg: VerdictConfig,
+) -> tuple[list[ChatResult], list[CitationOutcome | None]]:
+    """Check every answered verdict's citations; ask once more, with the checker's report,
+    those with a failing citation or none; the new answer replaces the first only if it
+    names a label and has more valid citations (or as many and fewer failing ones)."""
+    snippets = [numbered_snippets(e, n) for e, n in zip(evidence, notes, strict=True)]
+    before = [check_citations(r.text, sn) if r.ok else None for r, sn in zip(results, snippets, strict=True)]
+    todo = [i for i, (q, b) in enumerate(zip(requests, before)) if q is not None and b is not None and not b.clean]
+    out = list(results)
+    if todo:
+        follow = [ChatRequest(messages=(*requests[i].messages, ChatMessage("assistant", results[i].text),
+                                        ChatMessage("user", render(load_prompt(cfg.citations_reask), report=before[i].feedback()))),
+                              sampling=cfg.sampling, tag=f"{requests[i].tag}:citations") for i in todo]
+        for i, ans in zip(todo, backend.generate(follow), strict=True):
+            if not ans.ok or "verdict_label_fallback" in parse_verdict_output(ans.text, None)[2]:
+                continue
+            new, old = check_citations(ans.text, snippets[i]), before[i]
+            if (new.n_valid, -len(new.violations)) > (old.n_valid, -len(old.violations)):  # only a better answer replaces
+                r = results[i]
+                out[i] = dataclasses.replace(ans, completion_tokens=r.completion_tokens + ans.completion_tokens,
+                                             seconds=r.seconds + ans.seconds,
+                                             extra={**r.extra, "citations_reasked": True, "first_text": r.text})
+    outcomes: list[CitationOutcome | None] = []
+    for i, (r, b) in enumerate(zip(out, before, strict=True)):
+        if b is None:
+            outcomes.append(None)
+            continue
+        after = check_citations(r.text, snippets[i]) if r.extra.get("citations_reasked") else b
+        outcomes.append(CitationOutcome(b, after, i in todo))
+    return out, outcomes
+
+
+def citation_rates(preds: Sequence[Prediction]) -> dict[str, float | None]:
+    """Share of valid citations over all cited facts, before and after the re-ask, and the
+    share of verdicts re-asked (for the quality harness); None where nothing was cited."""
+    cs = [p.meta["citations"] for p in preds if isinstance(p.meta.get("citations"), dict)]
+
+    def share(key: str) -> float | None:
+        n = sum(c[key]["n"] for c in cs)
+        return round(sum(c[key]["valid"] for c in cs) / n, 3) if n else None
+
+    return {"validity_before": share("before"), "validity_after": share("after"),
+            "reasked": round(sum(c["reasked"] for c in cs) / len(cs), 3) if cs else None,
+            "verdicts_with_valid_citation": round(sum(c["after"]["valid"] > 0 for c in cs) / len(cs), 3) if cs else None}

@@ -1,0 +1,200 @@
+"""Evidence contract for stage 3 (GAVEL §4.2–4.3): the verdict lists the facts it rests on,
+each bound to evidence ids and a short verbatim quote, and a deterministic checker — no
+model call — validates every citation.
+
+The verdict prompt numbers snippets "Evidence q.n" (question q, its n-th snippet kept in
+the prompt, see ``verdict.format_evidence``). A citation line reads::
+
+    - <sub-claim> [Evidence 1.2] "<quote>"        (or [Evidence 1.2, 2.1], [E1.2], [1.2])
+
+A citation is valid when every id it names exists in the prompt, and its quote occurs in
+one of them **verbatim up to whitespace and quote style**: runs of whitespace count as one
+space and curly quotes/apostrophes as straight ones; letters, case and punctuation must
+match. A valid citation resolves to the URL and the exact character span of the quote in
+its source document (``document.text[start:end]`` is the quoted text as the page has it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sanctuary_local.records import ClaimEvidence, EvidenceSnippet
+
+__all__ = ["Citation", "CitationCheck", "CitationReport", "check_citations", "find_quote", "numbered_snippets",
+           "parse_citations"]
+
+_LINE = re.compile(r"^\s*(?:[-*•]|\d+[.)])?\s*(?P<claim>.*?)\s*\[(?P<ids>(?:(?:Evidence|Ev\.?|E)\s*)?\d+\.\d+"
+                   r"(?:\s*[,;]\s*(?:(?:Evidence|Ev\.?|E)\s*)?\d+\.\d+)*)\]\s*[:\-–]?\s*(?P<quote>[\"“”'‘’].*)$", re.I)
+_ID = re.compile(r"(\d+)\.(\d+)")
+_QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "‚": "'", "`": "'"})
+_DROPPED = re.compile(r"dropped (\d+) of (\d+) snippets")
+#: Quotes shorter than this many characters (after normalising) prove nothing: invalid.
+MIN_QUOTE_CHARS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """One citation line of a verdict: the sub-claim, the ids it names ("1.2"), the quote."""
+
+    sub_claim: str
+    ids: tuple[str, ...]
+    quote: str
+    line: int  # 1-based line in the verdict text
+
+
+@dataclass(frozen=True, slots=True)
+class CitationCheck:
+    """The checker's verdict on one citation; where it holds, the quote's source span."""
+
+    citation: Citation
+    ok: bool
+    problem: str = ""
+    evidence_id: str = ""
+    url: str = ""
+    doc_position: int = -1
+    start: int = -1
+    end: int = -1
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.citation
+        return {"sub_claim": c.sub_claim, "ids": list(c.ids), "quote": c.quote, "ok": self.ok, "problem": self.problem,
+                "evidence_id": self.evidence_id, "url": self.url, "doc_position": self.doc_position,
+                "start": self.start, "end": self.end}
+
+
+@dataclass(frozen=True, slots=True)
+class CitationReport:
+    """All citations of one verdict, checked."""
+
+    checks: tuple[CitationCheck, ...] = field(default_factory=tuple)
+
+    @property
+    def n_valid(self) -> int:
+        return sum(c.ok for c in self.checks)
+
+    @property
+    def violations(self) -> tuple[CitationCheck, ...]:
+        return tuple(c for c in self.checks if not c.ok)
+
+    @property
+    def clean(self) -> bool:
+        """At least one citation and none failing: nothing to re-ask."""
+        return bool(self.checks) and not self.violations
+
+    @property
+    def validity(self) -> float | None:
+        """Share of valid citations (None: the verdict cited nothing)."""
+        return self.n_valid / len(self.checks) if self.checks else None
+
+    def feedback(self) -> str:
+        """What the re-ask tells the model (one line per failed citation)."""
+        if not self.checks:
+            return "- the answer has no Citations block: no line of the form - <fact> [Evidence q.n] \"<quote>\""
+        return "\n".join(f"- line {c.citation.line} [{', '.join('Evidence ' + i for i in c.citation.ids)}] "
+                         f"\"{c.citation.quote}\": {c.problem}" for c in self.violations)
+
+
+def parse_citations(text: str) -> list[Citation]:
+    """Every citation line of a verdict; lines that do not match the format are ignored."""
+    out = []
+    for n, line in enumerate((text or "").splitlines(), start=1):
+        m = _LINE.match(line)
+        if m is None:
+            continue
+        quote = _strip_quote(m.group("quote"))
+        ids = tuple(f"{a}.{b}" for a, b in _ID.findall(m.group("ids")))
+        out.append(Citation(m.group("claim").strip(" -:"), ids, quote, n))
+    return out
+
+
+def _strip_quote(raw: str) -> str:
+    q = raw.strip().translate(_QUOTES)
+    mark = q[:1]
+    end = q.rfind(mark, 1)
+    return q[1:end] if end > 0 else q[1:]
+
+
+def _normalise(text: str) -> tuple[str, list[int]]:
+    """``text`` with whitespace runs as one space and straight quotes, and for each output
+    character the index of the input character it came from."""
+    out: list[str] = []
+    where: list[int] = []
+    space = False
+    for i, ch in enumerate(text):
+        if ch.isspace():
+            if not space and out:
+                out.append(" ")
+                where.append(i)
+            space = True
+            continue
+        out.append(ch.translate(_QUOTES))
+        where.append(i)
+        space = False
+    return "".join(out), where
+
+
+def find_quote(quote: str, text: str) -> tuple[int, int] | None:
+    """``(start, end)`` in ``text`` of ``quote`` matched verbatim up to whitespace and quote
+    style, or None. ``text[start:end]`` is the matched text as ``text`` has it."""
+    q, _ = _normalise(quote.strip().strip(".…").strip())
+    q = q.strip()
+    if len(q) < MIN_QUOTE_CHARS:
+        return None
+    norm, where = _normalise(text)
+    at = norm.find(q)
+    if at < 0:
+        return None
+    return where[at], where[at + len(q) - 1] + 1
+
+
+def dropped_keys(ev: ClaimEvidence, notes: Sequence[str]) -> frozenset[tuple[int, int]]:
+    """The ``(question, snippet)`` keys stage 3 dropped to fit its prompt, from its notes."""
+    from sanctuary_local.stages.verdict import _drop_order
+
+    for note in notes or ():
+        if m := _DROPPED.search(str(note)):
+            return frozenset(_drop_order(ev)[: int(m.group(1))])
+    return frozenset()
+
+
+def numbered_snippets(ev: ClaimEvidence, notes: Sequence[str] = ()) -> dict[str, EvidenceSnippet]:
+    """``{"q.n": snippet}`` exactly as the verdict prompt numbered them."""
+    dropped, out = dropped_keys(ev, notes), {}
+    for qi, qe in enumerate(ev.queries):
+        kept = [sn for si, sn in enumerate(qe.snippets) if (qi, si) not in dropped]
+        out.update({f"{qi + 1}.{n}": sn for n, sn in enumerate(kept, start=1)})
+    return out
+
+
+def _check_one(c: Citation, snippets: dict[str, EvidenceSnippet]) -> CitationCheck:
+    missing = [i for i in c.ids if i not in snippets]
+    if missing:
+        return CitationCheck(c, False, f"no Evidence {', '.join(missing)} in the prompt")
+    if len(_normalise(c.quote)[0].strip()) < MIN_QUOTE_CHARS:
+        return CitationCheck(c, False, f"the quote is shorter than {MIN_QUOTE_CHARS} characters")
+    for i in c.ids:
+        chunk = snippets[i].chunk
+        span = find_quote(c.quote, chunk.text)
+        if span is not None:
+            return CitationCheck(c, True, "", i, chunk.url, chunk.doc_position, chunk.start + span[0], chunk.start + span[1])
+    return CitationCheck(c, False, "the quote is not in the cited evidence word for word")
+
+
+def check_citations(text: str, snippets: dict[str, EvidenceSnippet]) -> CitationReport:
+    """Check every citation of a verdict text against the prompt's numbered snippets."""
+    return CitationReport(tuple(_check_one(c, snippets) for c in parse_citations(text)))
+
+
+def annotate(justification: str, report: CitationReport) -> str:
+    """The justification with each valid citation line followed by its source: URL and span
+    (lines are matched by their parsed quote and ids, not by position)."""
+    valid = {(c.citation.quote, c.citation.ids): c for c in report.checks if c.ok}
+    out = []
+    for line in justification.splitlines():
+        parsed = parse_citations(line)
+        hit = valid.get((parsed[0].quote, parsed[0].ids)) if parsed else None
+        out.append(f"{line} (source: {hit.url}, characters {hit.start}-{hit.end})" if hit else line)
+    return "\n".join(out)
