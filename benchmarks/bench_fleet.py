@@ -18,12 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,43 +31,15 @@ GGUF = "packaged:qwen2.5-coder-0.5b-instruct-q4-k-m-gguf"
 HF_DIR = ROOT / "models" / "qwen2.5-coder-0.5b-instruct-hf"
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(kind: str, log: Path) -> tuple[subprocess.Popen, str]:
-    """One server on a free loopback port; returns the process and its /v1 URL."""
-    port = _port()
-    if kind == "vllm":
-        exe = Path(sys.executable).with_name("vllm")
-        cmd = [str(exe), "serve", str(HF_DIR), "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "qwen",
-               "--max-model-len", "4096", "--gpu-memory-utilization", "0.3", "--enable-prefix-caching", "--seed", "0"]
-    else:
-        from sanctuary_local.models import resolve_model
+    """One server on a free loopback port (it dies with this script); its process and /v1 URL."""
+    from sanctuary_local.llm import local_server
+    from sanctuary_local.models import resolve_model
 
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(resolve_model(GGUF)), "--host", "127.0.0.1",
-               "--port", str(port), "--n_ctx", "4096", "--n_threads", "1", "--model_alias", "qwen"]
-    from sanctuary_local.procs import popen_kwargs
-
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    # the server dies with this script (SIGTERM on its death: vllm serve then stops its engine)
-    proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env, **popen_kwargs())
-    return proc, f"http://127.0.0.1:{port}/v1"
-
-
-def wait_up(proc: subprocess.Popen, url: str, timeout_s: float) -> float:
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < timeout_s:
-        if proc.poll() is not None:
-            raise SystemExit(f"server {url} exited with {proc.returncode}")
-        try:
-            urllib.request.urlopen(f"{url}/models", timeout=2).read()
-            return time.perf_counter() - t0
-        except OSError:
-            time.sleep(1)
-    raise SystemExit(f"server {url} not up after {timeout_s} s")
+    port = local_server.free_port()
+    cmd = (local_server.vllm_cmd(HF_DIR, port) if kind == "vllm"
+           else local_server.llama_cpp_cmd(resolve_model(GGUF), port))
+    return local_server.start(cmd, port, log)
 
 
 def main() -> None:
@@ -85,6 +54,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from sanctuary_local.config import load_config
+    from sanctuary_local.llm import local_server
     from sanctuary_local.io.claims import read_claims
     from sanctuary_local.llm import make_backend
     from sanctuary_local.stages.hyde import build_hyde_request
@@ -98,7 +68,7 @@ def main() -> None:
         for i in range(args.servers):  # one at a time: two engine loads at once would only fight for the cores
             proc, url = start_server(args.kind, logs / f"server{i}.log")
             servers.append((proc, url))
-            startup.append(round(wait_up(proc, url, 900), 1))
+            startup.append(round(local_server.wait_up(proc, url, logs / f"server{i}.log", 900), 1))
         cfg = load_config(str(ROOT / "sanctuary_local" / "profiles" / "vllm-cpu.toml")).hyde
         cfg = replace(cfg, llm=replace(cfg.llm, structured_output=args.schema))
         cfg.sampling.max_tokens = args.max_tokens
@@ -123,12 +93,7 @@ def main() -> None:
         wall = time.perf_counter() - t0
     finally:
         for proc, _ in servers:
-            proc.terminate()
-        for proc, _ in servers:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            local_server.stop(proc, grace_s=30)
     per_server = {u: dict(st, completion_tokens_per_s_wall=round(st["completion_tokens"] / wall, 2))
                   for u, st in backend.server_stats.items()}
     report = {

@@ -8,11 +8,6 @@ on 2 cores."""
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -21,7 +16,7 @@ from sanctuary_local.config import HydeConfig, LLMConfig, SamplingConfig, Verdic
 from sanctuary_local.errors import MissingModel, UserError
 from sanctuary_local.io.claims import read_claims
 from sanctuary_local.io.store import KnowledgeStore
-from sanctuary_local.llm import BACKENDS, make_backend
+from sanctuary_local.llm import BACKENDS, local_server, make_backend
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, LLMBackend
 from sanctuary_local.models import resolve_model
 from sanctuary_local.prompts import load_schema
@@ -208,45 +203,19 @@ def test_verdict_with_citations_on_the_real_model(llama, claims):
 # ------------------------------------------------------------- real HTTP server
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory):
     path = _model_path()
     pytest.importorskip("uvicorn", reason="llama-cpp-python server deps missing (pip install '.[dev]')")
     pytest.importorskip("fastapi", reason="llama-cpp-python server deps missing (pip install '.[dev]')")
-    port = _free_port()
-    # `timeout` makes the server stop by itself even if this test process dies.
-    cmd = ["timeout", "300", sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--model_alias", "qwen"]
-    # The server logs a lot: send it to a file (an unread pipe fills up and blocks it).
-    log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
-    log = log_path.open("wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/v1"
+    port = local_server.free_port()
+    log = tmp_path_factory.mktemp("llama_server") / "server.log"
+    proc, url = local_server.start(local_server.llama_cpp_cmd(path, port, n_ctx=2048), port, log)
     try:
-        for _ in range(720):
-            if proc.poll() is not None:
-                pytest.fail(f"llama.cpp server exited: {log_path.read_text(errors='replace')[-2000:]}")
-            try:
-                urllib.request.urlopen(f"{url}/models", timeout=1).read()
-                break
-            except OSError:
-                time.sleep(0.25)
-        else:
-            pytest.fail("llama.cpp server did not come up in 180 s")
+        local_server.wait_up(proc, url, log)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        local_server.stop(proc)
 
 
 def test_openai_http_against_real_server(server_url):
@@ -272,7 +241,7 @@ def test_openai_http_against_real_server(server_url):
 
 
 def test_openai_http_unreachable_server_gives_error_results():
-    port = _free_port()  # nothing listens there
+    port = local_server.free_port()  # nothing listens there
     backend = make_backend(LLMConfig(backend="openai_http", base_url=f"http://127.0.0.1:{port}/v1", retries=1, timeout_s=2))
     results = backend.generate([ChatRequest((ChatMessage("user", "hi"),), SamplingConfig(max_tokens=4))] * 2)
     assert [r.ok for r in results] == [False, False] and all("Connection" in r.error or "refused" in r.error for r in results)

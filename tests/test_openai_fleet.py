@@ -9,20 +9,16 @@ each other; ``benchmarks/bench_fleet.py`` ran one for real, see docs/gpu.md)."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from sanctuary_local import procs
 from sanctuary_local.config import LLMConfig, SamplingConfig
 from sanctuary_local.errors import MissingModel, UserError
-from sanctuary_local.llm import make_backend
+from sanctuary_local.llm import local_server, make_backend
 from sanctuary_local.llm.base import ChatMessage, ChatRequest
 from sanctuary_local.llm.openai_http import server_urls
 from sanctuary_local.models import resolve_model
@@ -30,32 +26,10 @@ from sanctuary_local.models import resolve_model
 QWEN = "packaged:qwen2.5-coder-0.5b-instruct-q4-k-m-gguf"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start(model: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    # The server process itself (no wrapper: killing it must kill the server), and it dies with
-    # this test process (PR_SET_PDEATHSIG).
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", "1024", "--n_threads", "1", "--model_alias", "qwen"]
-    proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, **procs.popen_kwargs())
-    return proc, f"http://127.0.0.1:{port}/v1"
-
-
-def _wait_up(proc: subprocess.Popen, url: str, log: Path) -> None:
-    for _ in range(720):
-        if proc.poll() is not None:
-            pytest.fail(f"llama.cpp server exited: {log.read_text(errors='replace')[-2000:]}")
-        try:
-            urllib.request.urlopen(f"{url}/models", timeout=1).read()
-            return
-        except OSError:
-            time.sleep(0.25)
-    pytest.fail("llama.cpp server did not come up in 180 s")
+    # The server process itself (killing it must kill the server); it dies with this test.
+    port = local_server.free_port()
+    return local_server.start(local_server.llama_cpp_cmd(model, port, n_ctx=1024), port, log)
 
 
 @pytest.fixture()
@@ -70,17 +44,11 @@ def fleet(tmp_path):
     servers = [_start(model, tmp_path / f"server{i}.log") for i in range(2)]
     try:
         for i, (proc, url) in enumerate(servers):
-            _wait_up(proc, url, tmp_path / f"server{i}.log")
+            local_server.wait_up(proc, url, tmp_path / f"server{i}.log")
         yield servers
     finally:
         for proc, _ in servers:
-            proc.terminate()
-        for proc, _ in servers:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            local_server.stop(proc)
 
 
 def _requests(n: int, max_tokens: int) -> list[ChatRequest]:
@@ -131,7 +99,7 @@ def test_fleet_spreads_requests_and_survives_a_killed_server(fleet):
 
 def test_fleet_with_a_dead_server_from_the_start(fleet):
     (_, url_a), _ = fleet
-    dead = f"http://127.0.0.1:{_free_port()}/v1"  # nothing listens there
+    dead = f"http://127.0.0.1:{local_server.free_port()}/v1"  # nothing listens there
     backend = _backend([dead, url_a])
     results = backend.generate(_requests(3, 4))
     assert all(r.ok and r.extra["server"] == url_a for r in results), [r.error for r in results]
