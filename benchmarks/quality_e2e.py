@@ -383,6 +383,7 @@ def compare_markdown(results: list[dict[str, Any]], title: str) -> str:
     lines += ["", "| result | models | CPUs | load average at the end | date |", "|---|---|---|---|---|"]
     lines += [f"| {r['label']} | {', '.join(sorted(set(v for v in r['models'].values() if v)))} | {r['machine']['cpus']} | "
               f"{r['machine']['loadavg_at_end']} | {r['date']} |" for r in results]
+    lines += [f"\nNote on {r['label']}: {r['note']}" for r in results if r.get("note")]
     return "\n".join(lines) + "\n"
 
 
