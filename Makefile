@@ -2,8 +2,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# llama-cpp-python builds from source; a native build segfaults on some CPUs.
-export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF
+# llama-cpp-python builds from source; a native build segfaults on some CPUs. Its
+# multimodal library (mtmd/llava, loaded only by image chat handlers) is not built: the
+# pipeline is text-only, and skipping it shortens the fresh-machine install.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF -DLLAVA_BUILD=OFF
 STAMP := $(VENV)/.installed-cpu
 
 .PHONY: install demo test vllm test-vllm clean
