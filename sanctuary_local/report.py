@@ -35,6 +35,9 @@ __all__ = ["ReportSnippet", "claim_snippets", "write_report"]
 #: Characters of the source page shown on each side of a snippet.
 CONTEXT_CHARS = 400
 _CITE = re.compile(r"\b(Evidence (\d+)\.(\d+))\b")
+#: Source URLs that become links: plain http(s) only. A store is scraped web text, so a
+#: ``javascript:`` or ``data:`` URL (escaping does not defuse those) stays text.
+_LINKABLE = re.compile(r"https?://[^\s\x00-\x1f\x7f]+", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,13 @@ def _context(snip: ReportSnippet, doc_text: str | None) -> str:
     return f"{before}<mark>{html.escape(doc_text[snip.start:snip.end])}</mark>{after}"
 
 
+def _source(url: str) -> str:
+    """The snippet's URL: a link when it is plain http(s), else escaped text."""
+    if _LINKABLE.fullmatch(url):
+        return f'<a href="{html.escape(url, quote=True)}" rel="noreferrer noopener">{html.escape(url)}</a>'
+    return f'<span class="url">{html.escape(url)}</span>'
+
+
 def _linkify(justification: str, anchors: dict[str, str]) -> str:
     """Escape the justification; each "Evidence q.n" it names becomes a link to that snippet."""
     def link(m: re.Match[str]) -> str:
@@ -106,8 +116,7 @@ def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int
     """One claim's page; ``docs`` maps document position → text (None: no store)."""
     ev_t, css = _template("report_evidence.html"), _template("report.css").template
     blocks = [ev_t.substitute(
-        anchor=s.anchor, label=html.escape(s.label), question=html.escape(s.question), url=html.escape(s.url, quote=True),
-        url_text=html.escape(s.url), doc_position=s.doc_position, start=s.start, end=s.end, score=f"{s.score:.3f}",
+        anchor=s.anchor, label=html.escape(s.label), question=html.escape(s.question), source=_source(s.url), doc_position=s.doc_position, start=s.start, end=s.end, score=f"{s.score:.3f}",
         context=_context(s, None if docs is None else docs.get(s.doc_position))) for s in snippets]
     note = "" if docs is not None else ('<p class="note" id="store-note">The knowledge store could not be read: '
                                         "each snippet is shown alone, without its page.</p>")

@@ -22,7 +22,7 @@ from sanctuary_local.io.claims import read_claims
 from sanctuary_local.io.predictions import write_predictions_json
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.records import HydeResult, Prediction, Query
-from sanctuary_local.report import claim_snippets, write_report
+from sanctuary_local.report import ReportSnippet, claim_snippets, render_claim, write_report
 from sanctuary_local.runstate import STAGE_FILES, StageFile, check_state
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,6 +96,17 @@ def test_untrusted_text_is_escaped(report: Path) -> None:
     assert html.escape(EVIL) in page  # shown as text, in the claim and in the justification
     index = (report / "index.html").read_text("utf-8")
     assert "<script>" not in index and 'href="claim_0.html"' in index and 'href="claim_1.html"' in index
+
+
+@pytest.mark.parametrize("url", ["javascript:alert(1)", " JavaScript:alert(1)", "java\tscript:alert(1)",
+                                 "data:text/html,<script>alert(1)</script>", "https://ok.example/x y"])
+def test_only_plain_http_source_urls_become_links(url: str) -> None:
+    pred = Prediction(claim_index=0, claim_id="0", claim="c", label="Refuted")
+    page = render_claim(pred, [ReportSnippet("E1", "e1", "q", url, 0, 0, 1, "x", 1.0)], {0: "x"})
+    assert f'<span class="url">{html.escape(url)}</span>' in page and "<script>" not in page
+    assert re.findall(r'href="([^"#][^"]*)"', page) == ["index.html"]  # no link but the way back
+    ok = render_claim(pred, [ReportSnippet("E1", "e1", "q", "https://a.example/?b=1&c=<2>", 0, 0, 1, "x", 1.0)], {0: "x"})
+    assert '<a href="https://a.example/?b=1&amp;c=&lt;2&gt;" rel="noreferrer noopener">' in ok
 
 
 def test_flags_mark_degrading_ones(report: Path) -> None:
