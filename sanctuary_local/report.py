@@ -102,14 +102,21 @@ def _linkify(justification: str, anchors: dict[str, str]) -> str:
     return _CITE.sub(link, html.escape(justification))
 
 
-def _flags_html(flags: tuple[str, ...]) -> str:
+def _is_degrading(flag: str) -> bool:
     from sanctuary_local.pipeline import DEGRADING
 
-    if not flags:
-        return '<p class="meta">no flags</p>'
-    items = "".join(f'<li class="{"degrading" if f.split(":")[0].startswith(DEGRADING) else "flag"}">{html.escape(f)}</li>'
-                    for f in flags)
-    return f'<ul class="flags" id="flags">{items}</ul>'
+    return flag.split(":")[0].startswith(DEGRADING)
+
+
+def _flags_html(flags: tuple[str, ...]) -> str:
+    """Degrading flags (errors, fallbacks) in full in a box of their own, the others as chips."""
+    bad, other = [f for f in flags if _is_degrading(f)], [f for f in flags if not _is_degrading(f)]
+    chips = "".join(f'<li class="flag">{html.escape(f)}</li>' for f in other)
+    out = f'<ul class="flags" id="flags">{chips}</ul>' if other else ""
+    if bad:
+        items = "\n".join(f'<li class="degrading">{html.escape(f)}</li>' for f in bad)
+        out = _template("report_problems.html").substitute(items=items) + out
+    return out or '<p class="meta">no flags</p>'
 
 
 def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int, str] | None) -> str:
@@ -123,22 +130,33 @@ def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int
     return _template("report_claim.html").substitute(
         css=css, claim_index=pred.claim_index, claim_id=html.escape(str(pred.claim_id)), claim=html.escape(pred.claim),
         verdict=html.escape(pred.label), verdict_class=re.sub(r"[^A-Za-z]", "", pred.label),
-        provisional=html.escape(pred.provisional_label or "none"), flags=_flags_html(pred.flags),
+        provisional=html.escape(pred.provisional_label or "none"), flags=_flags_html(tuple(map(str, pred.flags))),
         justification=_linkify(pred.justification or "(no justification)", {s.label: s.anchor for s in snippets}),
         n_evidence=len(snippets), store_note=note, evidence="\n".join(blocks) or '<p class="meta">no evidence</p>')
 
 
-def render_index(run_name: str, preds: list[Prediction]) -> str:
+def _index_row(p: Prediction) -> str:
     from sanctuary_local.pipeline import degraded_reasons
 
-    rows = [f'<tr><td>{p.claim_index}</td><td><a href="{page_name(p)}">{html.escape(p.claim)}</a></td>'
+    reasons = degraded_reasons([str(f) for f in p.flags])
+    degraded = f'<br><span class="degraded">degraded: {html.escape(", ".join(reasons))}</span>' if reasons else ""
+    row_class = ' class="degraded"' if reasons else ""
+    return (f"<tr{row_class}><td>{p.claim_index}</td>"
+            f'<td><a href="{page_name(p)}">{html.escape(p.claim)}</a></td>'
             f'<td><span class="verdict v-{re.sub(r"[^A-Za-z]", "", p.label)}">{html.escape(p.label)}</span></td>'
-            f"<td>{len(p.flags)}{' (degraded)' if degraded_reasons(p.flags) else ''}</td></tr>" for p in preds]
+            f"<td>{len(p.flags)}{degraded}</td></tr>")
+
+
+def render_index(run_name: str, preds: list[Prediction]) -> str:
+    """The index: every claim with its verdict, flag count (degraded ones named) and a link."""
+    from sanctuary_local.pipeline import degraded_reasons
+
     counts = Counter(p.label for p in preds)
     return _template("report_index.html").substitute(
         css=_template("report.css").template, run_name=html.escape(run_name), n_claims=len(preds),
         label_counts=html.escape(", ".join(f"{n} {lab}" for lab, n in sorted(counts.items()))) or "no claims",
-        n_degraded=sum(bool(degraded_reasons(p.flags)) for p in preds), rows="\n".join(rows))
+        n_degraded=sum(bool(degraded_reasons([str(f) for f in p.flags])) for p in preds),
+        rows="\n".join(map(_index_row, preds)))
 
 
 def page_name(pred: Prediction) -> str:

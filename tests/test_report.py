@@ -33,26 +33,32 @@ EVIL = '<script>document.title="pwned"</script><img src=x onerror="alert(1)">'
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Claims 0-2 of examples/: 0 carries markup, 1 is ordinary, 2 failed in stage 3 (the
+    pipeline's own fallback record for a model error)."""
+    from sanctuary_local.pipeline import _verdict_fallback
     from sanctuary_local.stages.evidence import run_retrieval
     from sanctuary_local.stages.verdict import official_evidence
 
     out = tmp_path_factory.mktemp("run")
-    claims = read_claims(EXAMPLES / "claims.json")[:2]
+    claims = read_claims(EXAMPLES / "claims.json")[:3]
     check_state(out, {"config": "report-test", "store": str((EXAMPLES / "store").resolve())}, force=True)
     hyde = [HydeResult(c.index, "Refuted", (Query(c.index, 0, c.text, ()), Query(c.index, 1, f"Is it true? {c.text}", ())))
             for c in claims]
     evs = run_retrieval(EXAMPLES / "store", hyde, load_config("cpu").retrieval, workers=1)
     sf = StageFile(out / STAGE_FILES["retrieval"], lambda d: d)
     preds = []
-    for c, ev in zip(claims, evs, strict=True):
+    for c, h, ev in zip(claims, hyde, evs, strict=True):
         sf.append(c.index, ev, {"seconds": 0.0})
+        if c.index == 2:
+            preds.append(_verdict_fallback(c, h, ev, RuntimeError(f"CUDA out of memory {EVIL}")))
+            continue
         evidence, evidence_all, flags = official_evidence(c, ev)
         claim = c.text if c.index else f"{c.text} {EVIL}"  # claim 0 carries markup that must stay text
         preds.append(Prediction(claim_index=c.index, claim_id=c.claim_id, claim=claim, label="Refuted",
                                 evidence=evidence, evidence_all=evidence_all, provisional_label="Refuted",
                                 justification=f"1. Evidence 1.1 says otherwise; Evidence 9.9 does not exist. {EVIL}\n"
                                               "Label: Refuted",
-                                flags=(*flags, "hyde_repaired", "store_problems:1")))
+                                flags=(*flags, "hyde_repaired", *(["store_problems:1"] if c.index == 1 else []))))
     write_predictions_json(preds, out / "predictions.json")
     return out
 
@@ -112,12 +118,24 @@ def test_only_plain_http_source_urls_become_links(url: str) -> None:
 def test_flags_mark_degrading_ones(report: Path) -> None:
     page = (report / "claim_1.html").read_text("utf-8")
     assert '<li class="degrading">store_problems:1</li>' in page and '<li class="flag">hyde_repaired</li>' in page
+    assert page.index('id="problems"') < page.index('<li class="degrading">store_problems:1</li>')
+
+
+def test_a_failed_claim_shows_its_error(report: Path) -> None:
+    page = (report / "claim_2.html").read_text("utf-8")
+    box = re.search(r'<div class="problems" id="problems">(.*?)</div>', page, re.S).group(1)
+    assert f'<li class="degrading">verdict_llm_error: RuntimeError: CUDA out of memory {html.escape(EVIL)}</li>' in box
+    assert "<script>" not in page
+    index = (report / "index.html").read_text("utf-8")
+    row = re.search(r'<tr class="degraded"><td>2</td>.*?</tr>', index, re.S).group(0)
+    assert 'href="claim_2.html"' in row and "degraded: verdict_label_fallback, verdict_llm_error" in row
+    assert re.search(r"<tr><td>0</td>", index)  # claim 0: no degrading flag
 
 
 def test_same_run_gives_byte_identical_pages(run_dir: Path, report: Path, tmp_path: Path) -> None:
     again = write_report(run_dir, tmp_path / "again").parent
     names = sorted(p.name for p in report.iterdir())
-    assert names == sorted(p.name for p in again.iterdir()) == ["claim_0.html", "claim_1.html", "index.html"]
+    assert names == sorted(p.name for p in again.iterdir()) == ["claim_0.html", "claim_1.html", "claim_2.html", "index.html"]
     assert all((report / n).read_bytes() == (again / n).read_bytes() for n in names)
 
 
@@ -172,4 +190,4 @@ def test_pages_render_in_headless_chromium(report: Path, tmp_path: Path) -> None
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a rendered page, not a blank one
     index_dom = _chromium("--dump-dom", (report / "index.html").as_uri(), tmp=tmp_path).stdout
-    assert index_dom.count('<tr><td>') == 2
+    assert len(re.findall(r"<tr( class=\"degraded\")?><td>", index_dom)) == 3
