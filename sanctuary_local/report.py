@@ -24,13 +24,17 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from string import Template
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from sanctuary_local.errors import UserError
 from sanctuary_local.records import ClaimEvidence, Prediction
 
-__all__ = ["ReportSnippet", "claim_snippets", "write_report"]
+if TYPE_CHECKING:
+    from sanctuary_local.io.store import KnowledgeStore
+
+__all__ = ["ReportSnippet", "ReportSummary", "claim_snippets", "open_store", "write_report"]
 
 #: Characters of the source page shown on each side of a snippet.
 CONTEXT_CHARS = 400
@@ -77,9 +81,15 @@ def claim_snippets(pred: Prediction, ev: ClaimEvidence | None) -> list[ReportSni
 
 
 def _context(snip: ReportSnippet, doc_text: str | None) -> str:
-    """The snippet in its page: escaped text around a ``<mark>`` holding exactly doc_text[start:end]."""
-    if doc_text is None or not (0 <= snip.start <= snip.end <= len(doc_text)) or doc_text[snip.start:snip.end] != snip.text:
-        return f"<mark>{html.escape(snip.text)}</mark>"
+    """The snippet in its page: escaped text around a ``<mark>`` holding exactly doc_text[start:end].
+    ``doc_text`` None: no page to show; a page that does not hold the snippet at its span
+    (a different store than the run's) gets a note and the snippet alone."""
+    alone = f"<mark>{html.escape(snip.text)}</mark>"
+    if doc_text is None:
+        return alone
+    if not (0 <= snip.start <= snip.end <= len(doc_text)) or doc_text[snip.start:snip.end] != snip.text:
+        return (f'<span class="note span-note">document {snip.doc_position} of this store does not hold the snippet '
+                f"at characters {snip.start}–{snip.end} (not the store the run used?): the snippet alone</span>\n{alone}")
     lo, hi = max(0, snip.start - CONTEXT_CHARS), min(len(doc_text), snip.end + CONTEXT_CHARS)
     before = ("…" if lo > 0 else "") + html.escape(doc_text[lo:snip.start])
     after = html.escape(doc_text[snip.end:hi]) + ("…" if hi < len(doc_text) else "")
@@ -119,14 +129,16 @@ def _flags_html(flags: tuple[str, ...]) -> str:
     return out or '<p class="meta">no flags</p>'
 
 
-def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int, str] | None) -> str:
-    """One claim's page; ``docs`` maps document position → text (None: no store)."""
+def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int, str] | None,
+                 no_docs_reason: str = "the knowledge store could not be read") -> str:
+    """One claim's page; ``docs`` maps document position → text (None: no store, for
+    ``no_docs_reason``, which the page states)."""
     ev_t, css = _template("report_evidence.html"), _template("report.css").template
     blocks = [ev_t.substitute(
         anchor=s.anchor, label=html.escape(s.label), question=html.escape(s.question), source=_source(s.url), doc_position=s.doc_position, start=s.start, end=s.end, score=f"{s.score:.3f}",
-        context=_context(s, None if docs is None else docs.get(s.doc_position))) for s in snippets]
-    note = "" if docs is not None else ('<p class="note" id="store-note">The knowledge store could not be read: '
-                                        "each snippet is shown alone, without its page.</p>")
+        context=_context(s, None if docs is None else docs.get(s.doc_position, ""))) for s in snippets]
+    note = "" if docs is not None else (f'<p class="note" id="store-note">Source pages not shown ({html.escape(no_docs_reason)}): '
+                                        "each snippet is shown alone.</p>")
     return _template("report_claim.html").substitute(
         css=css, claim_index=pred.claim_index, claim_id=html.escape(str(pred.claim_id)), claim=html.escape(pred.claim),
         verdict=html.escape(pred.label), verdict_class=re.sub(r"[^A-Za-z]", "", pred.label),
@@ -147,8 +159,37 @@ def _index_row(p: Prediction) -> str:
             f"<td>{len(p.flags)}{degraded}</td></tr>")
 
 
-def render_index(run_name: str, preds: list[Prediction]) -> str:
-    """The index: every claim with its verdict, flag count (degraded ones named) and a link."""
+def _load_optional(path: Path) -> dict[str, Any]:
+    try:
+        obj = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _dig(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+def run_info(run_dir: Path) -> str:
+    """One line about the run for the index, from ``config.json`` and ``timings.json``
+    (both optional): profile, the two LLMs, and whether the run is unfinished."""
+    cfg, timings = _load_optional(run_dir / "config.json"), _load_optional(run_dir / "timings.json")
+    parts = [f"profile {cfg['profile']}"] if isinstance(cfg.get("profile"), str) else []
+    for stage, name in (("hyde", "stage 1"), ("verdict", "stage 3")):
+        model = _dig(cfg, stage, "llm", "model")
+        if isinstance(model, str):
+            parts.append(f"{name} model {model}")
+    if timings.get("complete") is False:
+        parts.append(f"unfinished run: {timings.get('n_claims', '?')} of {timings.get('n_selected', '?')} claims")
+    return " · ".join(parts)
+
+
+def render_index(run_name: str, preds: list[Prediction], info: str = "") -> str:
+    """The index: every claim with its verdict, flag count (degraded ones named) and a link;
+    ``info`` is a line about the run (see ``run_info``)."""
     from sanctuary_local.pipeline import degraded_reasons
 
     counts = Counter(p.label for p in preds)
@@ -156,7 +197,7 @@ def render_index(run_name: str, preds: list[Prediction]) -> str:
         css=_template("report.css").template, run_name=html.escape(run_name), n_claims=len(preds),
         label_counts=html.escape(", ".join(f"{n} {lab}" for lab, n in sorted(counts.items()))) or "no claims",
         n_degraded=sum(bool(degraded_reasons([str(f) for f in p.flags])) for p in preds),
-        rows="\n".join(map(_index_row, preds)))
+        rows="\n".join(map(_index_row, preds)), run_info=html.escape(info))
 
 
 def page_name(pred: Prediction) -> str:
@@ -175,41 +216,94 @@ def _read_stage2(path: Path) -> dict[int, ClaimEvidence]:
     return out
 
 
-def _store_path(run_dir: Path, store: Path | None) -> Path | None:
-    if store is not None:
-        return store
+def _recorded_store(run_dir: Path) -> Path | None:
+    """The store the run used, as ``run_state.json`` records it (None: not recorded)."""
     try:
         return Path(orjson.loads((run_dir / "run_state.json").read_bytes())["fingerprint"]["store"])
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
         return None
 
 
-def write_report(run_dir: Path, out: Path | None = None, store: Path | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> Path:
-    """Write ``index.html`` and one ``claim_<index>.html`` per prediction into ``out``
-    (default ``run_dir/report``); returns the index path."""
-    from sanctuary_local.io.predictions import read_predictions_json
+def open_store(run_dir: Path, store: Path | None) -> tuple[KnowledgeStore | None, str]:
+    """The knowledge store for the snippets' pages (``store``, else the run's own), or
+    None and the reason, which every page states; a missing store is never an error."""
     from sanctuary_local.io.store import KnowledgeStore
 
-    run_dir = Path(run_dir)
+    path = store if store is not None else _recorded_store(run_dir)
+    if path is None:
+        return None, f"{run_dir / 'run_state.json'} names no knowledge store and no --store was given"
+    try:
+        return KnowledgeStore(path), ""
+    except UserError as exc:
+        return None, str(exc)
+
+
+def _claim_docs(ks: KnowledgeStore | None, why_not: str, claim_index: int) -> tuple[dict[int, str] | None, str]:
+    """Document position → text of one claim's store file, or None and why not."""
+    if ks is None:
+        return None, why_not
+    if not ks.has(claim_index):
+        return None, f"{ks.file_name(claim_index)}: not in the knowledge store"
+    return {d.position: d.text for d in ks.load(claim_index).documents}, ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSummary:
+    """What ``write_report`` wrote."""
+
+    index: Path
+    n_claims: int
+    #: Why the pages show no source pages ("" when the store was read).
+    store_problem: str
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, "utf-8")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write the report: {exc.strerror or exc}") from None
+
+
+def _read_predictions(run_dir: Path, claims_range: str | None) -> list[Prediction]:
+    """The run's predictions by claim index, those in ``claims_range`` (a:b) when given."""
+    from sanctuary_local.io.claims import parse_claims_range
+    from sanctuary_local.io.predictions import read_predictions_json
+
+    path = run_dir / "predictions.json"
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: not a run directory (it does not exist or is not a directory)")
-    if not (run_dir / "predictions.json").is_file():
-        raise UserError(f"{run_dir / 'predictions.json'}: not found; is {run_dir} the --out of a finished `run`?")
-    preds = sorted(read_predictions_json(run_dir / "predictions.json"), key=lambda p: p.claim_index)
+    if not path.is_file():
+        raise UserError(f"{path}: not found; is {run_dir} the --out of a finished `run`? "
+                        "(a killed run writes it when the same `run` command is run again to resume)")
+    preds = sorted(read_predictions_json(path), key=lambda p: p.claim_index)
+    if claims_range is None:
+        return preds
+    selected = parse_claims_range(claims_range)
+    kept = [p for p in preds if p.claim_index in selected]
+    if not kept:
+        raise UserError(f"{path}: --claims-range {claims_range} selects none of its {len(preds)} claims")
+    return kept
+
+
+def write_report(run_dir: Path, out: Path | None = None, store: Path | None = None,
+                 progress: Callable[[int, int], None] | None = None, claims_range: str | None = None) -> ReportSummary:
+    """Write ``index.html`` and one ``claim_<index>.html`` per prediction (those in
+    ``claims_range`` when given) into ``out`` (default ``run_dir/report``);
+    ``progress(done, total)`` is called before the first page and after each."""
+    tick = progress or (lambda done, total: None)
+    run_dir = Path(run_dir)
+    preds = _read_predictions(run_dir, claims_range)
     stage2 = _read_stage2(run_dir / "stage2_evidence.jsonl")
-    spath = _store_path(run_dir, store)
-    ks = KnowledgeStore(spath) if spath is not None and spath.exists() else None
+    ks, why_not = open_store(run_dir, store)
     out = Path(out) if out is not None else run_dir / "report"
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{out}: cannot create the report directory: {exc.strerror or exc}") from None
+    tick(0, len(preds))
     for i, p in enumerate(preds, start=1):
-        docs = None
-        if ks is not None and ks.has(p.claim_index):
-            docs = {d.position: d.text for d in ks.load(p.claim_index).documents}
-        page = render_claim(p, claim_snippets(p, stage2.get(p.claim_index)), docs)
-        (out / page_name(p)).write_text(page, "utf-8")
-        if progress is not None:
-            progress(i, len(preds))
-    index = out / "index.html"
-    index.write_text(render_index(run_dir.resolve().name, preds), "utf-8")
-    return index
+        docs, reason = _claim_docs(ks, why_not, p.claim_index)
+        _write(out / page_name(p), render_claim(p, claim_snippets(p, stage2.get(p.claim_index)), docs, reason))
+        tick(i, len(preds))
+    _write(out / "index.html", render_index(run_dir.resolve().name, preds, run_info(run_dir)))
+    return ReportSummary(out / "index.html", len(preds), why_not)

@@ -65,7 +65,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def report(run_dir: Path) -> Path:
-    return write_report(run_dir).parent
+    return write_report(run_dir).index.parent
 
 
 def _docs(index: int) -> dict[int, str]:
@@ -133,16 +133,60 @@ def test_a_failed_claim_shows_its_error(report: Path) -> None:
 
 
 def test_same_run_gives_byte_identical_pages(run_dir: Path, report: Path, tmp_path: Path) -> None:
-    again = write_report(run_dir, tmp_path / "again").parent
+    again = write_report(run_dir, tmp_path / "again").index.parent
     names = sorted(p.name for p in report.iterdir())
     assert names == sorted(p.name for p in again.iterdir()) == ["claim_0.html", "claim_1.html", "claim_2.html", "index.html"]
     assert all((report / n).read_bytes() == (again / n).read_bytes() for n in names)
 
 
 def test_without_the_store_snippets_are_shown_alone_with_a_note(run_dir: Path, tmp_path: Path) -> None:
-    out = write_report(run_dir, tmp_path / "nostore", store=tmp_path / "gone").parent
-    page = (out / "claim_1.html").read_text("utf-8")
-    assert 'id="store-note"' in page and page.count("<mark>") > 0
+    summary = write_report(run_dir, tmp_path / "nostore", store=tmp_path / "gone")
+    assert summary.store_problem.startswith(f"{tmp_path / 'gone'}: knowledge store not found")
+    page = (summary.index.parent / "claim_1.html").read_text("utf-8")
+    note = re.search(r'<p class="note" id="store-note">(.*?)</p>', page).group(1)
+    assert html.escape(str(tmp_path / "gone")) in note and "each snippet is shown alone" in note
+    sections = re.findall(r'<div class="context">(.*?)</div>', page, re.S)
+    assert sections and all(re.fullmatch(r"<mark>[^<]*</mark>", body) for body in sections)
+
+
+def test_a_run_without_recorded_store_says_so(run_dir: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(run_dir / "predictions.json", bare)  # no run_state.json, no stage 2
+    summary = write_report(bare)
+    assert "run_state.json names no knowledge store and no --store was given" in summary.store_problem
+    assert 'id="store-note"' in (bare / "report" / "claim_0.html").read_text("utf-8")
+
+
+def test_a_claim_missing_from_the_store_or_a_changed_store_is_named(run_dir: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(EXAMPLES / "store", store)
+    (store / "0.json").unlink()
+    shutil.copy(EXAMPLES / "store" / "0.json", store / "1.json")  # claim 1's pages are now claim 0's
+    out = write_report(run_dir, tmp_path / "changed", store=store).index.parent
+    page0 = (out / "claim_0.html").read_text("utf-8")
+    assert f"{html.escape(str(store / '0.json'))}: not in the knowledge store" in page0
+    page1 = (out / "claim_1.html").read_text("utf-8")
+    assert 'id="store-note"' not in page1 and "does not hold the snippet" in page1
+    for body in re.findall(r'<div class="context">(.*?)</div>', page1, re.S):
+        if "span-note" in body:  # the note, then the snippet alone
+            assert re.fullmatch(r'<span class="note span-note">[^<]*</span>\n<mark>[^<]*</mark>', body)
+
+
+def test_claims_range_and_run_info(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run, ignore=shutil.ignore_patterns("report"))
+    (run / "config.json").write_bytes(orjson.dumps(load_config("cpu-fast").to_dict()))
+    (run / "timings.json").write_bytes(orjson.dumps({"complete": False, "n_selected": 4, "n_claims": 3}))
+    assert cli_main(["report", str(run), "--out", str(tmp_path / "r"), "--claims-range", "1:2", "--quiet"]) == 0
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["claim_1.html", "index.html"]
+    index = (tmp_path / "r" / "index.html").read_text("utf-8")
+    info = re.search(r'<p class="meta" id="run-info">(.*?)</p>', index).group(1)
+    model = load_config("cpu-fast").verdict.llm.model
+    assert info == f"profile cpu-fast · stage 1 model {model} · stage 3 model {model} · unfinished run: 3 of 4 claims"
+    assert f"report: {tmp_path / 'r' / 'index.html'} (claim pages: 1)" in capsys.readouterr().err
+    assert cli_main(["report", str(run), "--claims-range", "7:9"]) == 2
+    assert f"{run / 'predictions.json'}: --claims-range 7:9 selects none of its 3 claims" in capsys.readouterr().err
 
 
 def test_numbering_follows_the_snippets_stage3_dropped(run_dir: Path) -> None:
