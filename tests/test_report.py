@@ -10,6 +10,7 @@ import html
 import re
 import shutil
 import subprocess
+from html.parser import HTMLParser
 from pathlib import Path
 
 import orjson
@@ -212,7 +213,49 @@ def test_bad_run_directories_are_named(tmp_path: Path, capsys: pytest.CaptureFix
         write_report(tmp_path)
     (tmp_path / "predictions.json").write_text('[{"claim_id": 0, "claim": "x"', "utf-8")
     assert cli_main(["report", str(tmp_path)]) == 2
-    assert "predictions.json" in capsys.readouterr().err
+    assert f"{tmp_path / 'predictions.json'}:1:" in capsys.readouterr().err  # file:line:column
+    (tmp_path / "predictions.json").write_text('[{"claim_id": 0, "claim": "x", "pred_label": "Maybe"}]', "utf-8")
+    assert cli_main(["report", str(tmp_path)]) == 2
+    assert f"{tmp_path / 'predictions.json'}: entry 0: unknown pred_label 'Maybe'" in capsys.readouterr().err
+    assert cli_main(["report", str(tmp_path / "predictions.json")]) == 2
+    assert "not a run directory" in capsys.readouterr().err
+    assert not (tmp_path / "report").exists()  # nothing written on bad input
+
+
+class _Tags(HTMLParser):
+    """Every start tag with its attributes, and the text of ``<style>`` elements."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.css = ""
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        if self.tags and self.tags[-1][0] == "style":
+            self.css += data
+
+
+def test_pages_load_nothing_and_every_link_resolves(report: Path) -> None:
+    for page in sorted(report.glob("*.html")):
+        parsed = _Tags(page.read_text("utf-8"))
+        names = {tag for tag, _ in parsed.tags}
+        assert names <= {"html", "head", "meta", "title", "style", "body", "nav", "a", "h1", "h2", "p", "span", "ul",
+                         "li", "div", "section", "mark", "br", "table", "thead", "tbody", "tr", "th", "td", "strong"}
+        assert "@import" not in parsed.css and "url(" not in parsed.css
+        attrs = [(tag, a) for tag, at in parsed.tags for a in at]
+        assert not [x for x in attrs if x[1] in ("src", "srcset", "style", "action") or x[1].startswith("on")]
+        ids = {at["id"] for _, at in parsed.tags if "id" in at}
+        for href in (at["href"] or "" for tag, at in parsed.tags if "href" in at):
+            if href.startswith("#"):
+                assert href[1:] in ids, (page.name, href)
+            elif href.startswith("https://"):  # a source page: followed only when the reader clicks it
+                assert ("a", {"href": href, "rel": "noreferrer noopener"}) in parsed.tags
+            else:
+                assert (report / href).is_file(), (page.name, href)
 
 
 def _chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess:
@@ -222,16 +265,34 @@ def _chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess:
     return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120, check=True)
 
 
+def _highlighted_pixels(png: Path) -> int:
+    """Pixels of the ``<mark>`` colour (#ffe28a) in a screenshot."""
+    from matplotlib.image import imread
+
+    rgb = (imread(png)[..., :3] * 255).round()
+    return int((abs(rgb - (0xFF, 0xE2, 0x8A)).max(axis=-1) <= 2).sum())
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium; .ci/run does)")
 def test_pages_render_in_headless_chromium(report: Path, tmp_path: Path) -> None:
     page = report / "claim_0.html"
     dom = _chromium("--dump-dom", page.as_uri(), tmp=tmp_path).stdout
-    assert '<span class="verdict v-Refuted" id="verdict">Refuted</span>' in dom
-    assert "<mark>" in dom and 'id="e-1-1"' in dom and "<script" not in dom  # the claim's markup never ran
-    assert "<title>Claim 0: Refuted</title>" in dom  # not "pwned"
+    assert "<title>Claim 0: Refuted</title>" in dom  # not "pwned": the claim's markup never ran
+    assert '<span class="verdict v-Refuted" id="verdict">Refuted</span>' in dom and "<script" not in dom
+    assert html.escape(EVIL, quote=False) in re.search(r'<p class="claim" id="claim">(.*?)</p>', dom, re.S).group(1)
+    ids, targets = set(re.findall(r'\bid="([^"]+)"', dom)), re.findall(r'href="#([^"]+)"', dom)
+    assert "e-1-1" in targets and set(targets) <= ids  # citation links land on rendered snippets
+    docs = _docs(0)
+    sections = re.findall(r'<section class="evidence" id="e-[\d-]+">(.*?)</section>', dom, re.S)
+    assert sections
+    for body in sections:  # as rendered: the highlighted text is the snippet's exact span
+        pos, start, end = map(int, re.search(r"document (\d+), characters (\d+)–(\d+)", body).groups())
+        assert [html.unescape(m) for m in re.findall(r"<mark>(.*?)</mark>", body, re.S)] == [docs[pos][start:end]]
     shot = tmp_path / "claim_0.png"
-    _chromium("--window-size=1100,1400", f"--screenshot={shot}", page.as_uri(), tmp=tmp_path)
+    _chromium("--window-size=1280,2000", f"--screenshot={shot}", f"{page.as_uri()}#e-1-1", tmp=tmp_path)
     data = shot.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a rendered page, not a blank one
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(data[16:20], "big") == 1280 and len(data) > 20_000
+    assert _highlighted_pixels(shot) > 2_000  # the marked snippets are on screen, highlighted
     index_dom = _chromium("--dump-dom", (report / "index.html").as_uri(), tmp=tmp_path).stdout
-    assert len(re.findall(r"<tr( class=\"degraded\")?><td>", index_dom)) == 3
+    rows = re.findall(r'<tr(?: class="degraded")?><td>(\d+)</td><td><a href="(claim_\d+\.html)">', index_dom)
+    assert rows == [("0", "claim_0.html"), ("1", "claim_1.html"), ("2", "claim_2.html")]
