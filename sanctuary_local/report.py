@@ -21,6 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -59,6 +60,7 @@ class ReportSnippet:
     score: float
 
 
+@lru_cache(maxsize=None)
 def _template(name: str) -> Template:
     return Template(resources.files("sanctuary_local.templates").joinpath(name).read_text("utf-8"))
 
@@ -129,18 +131,21 @@ def _flags_html(flags: tuple[str, ...]) -> str:
     return out or '<p class="meta">no flags</p>'
 
 
+def _evidence_block(s: ReportSnippet, doc_text: str | None) -> str:
+    return _template("report_evidence.html").substitute(
+        anchor=s.anchor, label=html.escape(s.label), question=html.escape(s.question), source=_source(s.url),
+        doc_position=s.doc_position, start=s.start, end=s.end, score=f"{s.score:.3f}", context=_context(s, doc_text))
+
+
 def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int, str] | None,
                  no_docs_reason: str = "the knowledge store could not be read") -> str:
     """One claim's page; ``docs`` maps document position → text (None: no store, for
     ``no_docs_reason``, which the page states)."""
-    ev_t, css = _template("report_evidence.html"), _template("report.css").template
-    blocks = [ev_t.substitute(
-        anchor=s.anchor, label=html.escape(s.label), question=html.escape(s.question), source=_source(s.url), doc_position=s.doc_position, start=s.start, end=s.end, score=f"{s.score:.3f}",
-        context=_context(s, None if docs is None else docs.get(s.doc_position, ""))) for s in snippets]
-    note = "" if docs is not None else (f'<p class="note" id="store-note">Source pages not shown ({html.escape(no_docs_reason)}): '
-                                        "each snippet is shown alone.</p>")
+    blocks = [_evidence_block(s, None if docs is None else docs.get(s.doc_position, "")) for s in snippets]
+    note = "" if docs is not None else _template("report_store_note.html").substitute(reason=html.escape(no_docs_reason))
     return _template("report_claim.html").substitute(
-        css=css, claim_index=pred.claim_index, claim_id=html.escape(str(pred.claim_id)), claim=html.escape(pred.claim),
+        css=_template("report.css").template, claim_index=pred.claim_index, claim_id=html.escape(str(pred.claim_id)),
+        claim=html.escape(pred.claim),
         verdict=html.escape(pred.label), verdict_class=re.sub(r"[^A-Za-z]", "", pred.label),
         provisional=html.escape(pred.provisional_label or "none"), flags=_flags_html(tuple(map(str, pred.flags))),
         justification=_linkify(pred.justification or "(no justification)", {s.label: s.anchor for s in snippets}),

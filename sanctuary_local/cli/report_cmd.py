@@ -40,4 +40,5 @@ def register(app: typer.Typer) -> None:
         if summary.store_problem:
             console.print(f"[yellow]warning:[/] source pages not shown: {escape(summary.store_problem)}",
                           highlight=False, soft_wrap=True)
-        console.print(f"report: {escape(str(summary.index))} (claim pages: {summary.n_claims})", highlight=False, soft_wrap=True)
+        console.print(f"report: {escape(str(summary.index))} (claim pages: {summary.n_claims})",
+                      highlight=False, soft_wrap=True)
