@@ -106,10 +106,13 @@ def _source(url: str) -> str:
 
 
 def _linkify(justification: str, anchors: dict[str, str]) -> str:
-    """Escape the justification; each "Evidence q.n" it names becomes a link to that snippet."""
+    """Escape the justification; each "Evidence q.n" it names becomes a link to that snippet,
+    or, when the prompt had no such snippet (the model made it up), is marked as such."""
     def link(m: re.Match[str]) -> str:
         anchor = anchors.get(m.group(1))
-        return f'<a class="cite" href="#{anchor}">{m.group(1)}</a>' if anchor else m.group(1)
+        if anchor is None:
+            return f'<span class="cite-missing" title="the verdict prompt had no such snippet">{m.group(1)}</span>'
+        return f'<a class="cite" href="#{anchor}">{m.group(1)}</a>'
 
     return _CITE.sub(link, html.escape(justification))
 

@@ -92,7 +92,8 @@ def test_every_mark_is_the_exact_span_of_its_source_page(run_dir: Path, report: 
 def test_justification_citations_link_to_existing_snippets(report: Path) -> None:
     page = (report / "claim_1.html").read_text("utf-8")
     assert '<a class="cite" href="#e-1-1">Evidence 1.1</a>' in page and 'id="e-1-1"' in page
-    assert 'href="#e-9-9"' not in page and "Evidence 9.9" in page  # no snippet 9.9: plain text
+    assert 'href="#e-9-9"' not in page  # no snippet 9.9: no link, marked as made up
+    assert '<span class="cite-missing" title="the verdict prompt had no such snippet">Evidence 9.9</span>' in page
     for target in re.findall(r'href="#([^"]+)"', page):
         assert f'id="{target}"' in page
 
@@ -289,7 +290,7 @@ def test_pages_render_in_headless_chromium(report: Path, tmp_path: Path) -> None
         pos, start, end = map(int, re.search(r"document (\d+), characters (\d+)–(\d+)", body).groups())
         assert [html.unescape(m) for m in re.findall(r"<mark>(.*?)</mark>", body, re.S)] == [docs[pos][start:end]]
     shot = tmp_path / "claim_0.png"
-    _chromium("--window-size=1280,2000", f"--screenshot={shot}", f"{page.as_uri()}#e-1-1", tmp=tmp_path)
+    _chromium("--window-size=1280,2000", f"--screenshot={shot}", page.as_uri(), tmp=tmp_path)
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(data[16:20], "big") == 1280 and len(data) > 20_000
     assert _highlighted_pixels(shot) > 2_000  # the marked snippets are on screen, highlighted
