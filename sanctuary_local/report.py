@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import re
+import zipfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -252,7 +253,10 @@ def _claim_docs(ks: KnowledgeStore | None, why_not: str, claim_index: int) -> tu
         return None, why_not
     if not ks.has(claim_index):
         return None, f"{ks.file_name(claim_index)}: not in the knowledge store"
-    return {d.position: d.text for d in ks.load(claim_index).documents}, ""
+    try:
+        return {d.position: d.text for d in ks.load(claim_index).documents}, ""
+    except (OSError, zipfile.BadZipFile) as exc:  # unreadable file or damaged archive: the page says so
+        return None, f"{ks.file_name(claim_index)}: cannot be read: {exc}"
 
 
 @dataclass(frozen=True, slots=True)

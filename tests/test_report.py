@@ -10,6 +10,7 @@ import html
 import re
 import shutil
 import subprocess
+import zipfile
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -173,6 +174,22 @@ def test_a_claim_missing_from_the_store_or_a_changed_store_is_named(run_dir: Pat
     for body in re.findall(r'<div class="context">(.*?)</div>', page1, re.S):
         if "span-note" in body:  # the note, then the snippet alone
             assert re.fullmatch(r'<span class="note span-note">[^<]*</span>\n<mark>[^<]*</mark>', body)
+
+
+def test_a_damaged_store_archive_is_named_on_the_page(run_dir: Path, tmp_path: Path) -> None:
+    archive = tmp_path / "store.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as zf:
+        for f in sorted((EXAMPLES / "store").glob("*.json")):
+            zf.write(f, f"store/{f.name}")
+    with zipfile.ZipFile(archive) as zf:
+        info = zf.getinfo("store/2.json")
+    data = bytearray(archive.read_bytes())
+    at = info.header_offset + 30 + len(info.filename) + len(info.extra) + info.file_size // 2
+    data[at] ^= 0xFF  # one byte of claim 2's file: its CRC no longer matches
+    archive.write_bytes(bytes(data))
+    out = write_report(run_dir, tmp_path / "damaged", store=archive).index.parent
+    assert "Bad CRC-32" in (out / "claim_2.html").read_text("utf-8")
+    assert 'id="store-note"' not in (out / "claim_1.html").read_text("utf-8")  # the other claims still have pages
 
 
 def test_claims_range_and_run_info(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
