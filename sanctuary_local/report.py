@@ -18,23 +18,32 @@ from __future__ import annotations
 
 import html
 import re
+import zipfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from string import Template
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from sanctuary_local.errors import UserError
 from sanctuary_local.records import ClaimEvidence, Prediction
 
-__all__ = ["ReportSnippet", "claim_snippets", "write_report"]
+if TYPE_CHECKING:
+    from sanctuary_local.io.store import KnowledgeStore
+
+__all__ = ["ReportSnippet", "ReportSummary", "claim_snippets", "open_store", "write_report"]
 
 #: Characters of the source page shown on each side of a snippet.
 CONTEXT_CHARS = 400
 _CITE = re.compile(r"\b(Evidence (\d+)\.(\d+))\b")
+#: Source URLs that become links: plain http(s) only. A store is scraped web text, so a
+#: ``javascript:`` or ``data:`` URL (escaping does not defuse those) stays text.
+_LINKABLE = re.compile(r"https?://[^\s\x00-\x1f\x7f]+", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +61,7 @@ class ReportSnippet:
     score: float
 
 
+@lru_cache(maxsize=None)
 def _template(name: str) -> Template:
     return Template(resources.files("sanctuary_local.templates").joinpath(name).read_text("utf-8"))
 
@@ -74,62 +84,129 @@ def claim_snippets(pred: Prediction, ev: ClaimEvidence | None) -> list[ReportSni
 
 
 def _context(snip: ReportSnippet, doc_text: str | None) -> str:
-    """The snippet in its page: escaped text around a ``<mark>`` holding exactly doc_text[start:end]."""
-    if doc_text is None or not (0 <= snip.start <= snip.end <= len(doc_text)) or doc_text[snip.start:snip.end] != snip.text:
-        return f"<mark>{html.escape(snip.text)}</mark>"
+    """The snippet in its page: escaped text around a ``<mark>`` holding exactly doc_text[start:end].
+    ``doc_text`` None: no page to show; a page that does not hold the snippet at its span
+    (a different store than the run's) gets a note and the snippet alone."""
+    alone = f"<mark>{html.escape(snip.text)}</mark>"
+    if doc_text is None:
+        return alone
+    if not (0 <= snip.start <= snip.end <= len(doc_text)) or doc_text[snip.start:snip.end] != snip.text:
+        return (f'<span class="note span-note">document {snip.doc_position} of this store does not hold the snippet '
+                f"at characters {snip.start}–{snip.end} (not the store the run used?): the snippet alone</span>\n{alone}")
     lo, hi = max(0, snip.start - CONTEXT_CHARS), min(len(doc_text), snip.end + CONTEXT_CHARS)
     before = ("…" if lo > 0 else "") + html.escape(doc_text[lo:snip.start])
     after = html.escape(doc_text[snip.end:hi]) + ("…" if hi < len(doc_text) else "")
     return f"{before}<mark>{html.escape(doc_text[snip.start:snip.end])}</mark>{after}"
 
 
+def _source(url: str) -> str:
+    """The snippet's URL: a link when it is plain http(s), else escaped text."""
+    if _LINKABLE.fullmatch(url):
+        return f'<a href="{html.escape(url, quote=True)}" rel="noreferrer noopener">{html.escape(url)}</a>'
+    return f'<span class="url">{html.escape(url)}</span>'
+
+
 def _linkify(justification: str, anchors: dict[str, str]) -> str:
-    """Escape the justification; each "Evidence q.n" it names becomes a link to that snippet."""
+    """Escape the justification; each "Evidence q.n" it names becomes a link to that snippet,
+    or, when the prompt had no such snippet (the model made it up), is marked as such."""
     def link(m: re.Match[str]) -> str:
         anchor = anchors.get(m.group(1))
-        return f'<a class="cite" href="#{anchor}">{m.group(1)}</a>' if anchor else m.group(1)
+        if anchor is None:
+            return f'<span class="cite-missing" title="the verdict prompt had no such snippet">{m.group(1)}</span>'
+        return f'<a class="cite" href="#{anchor}">{m.group(1)}</a>'
 
     return _CITE.sub(link, html.escape(justification))
 
 
-def _flags_html(flags: tuple[str, ...]) -> str:
+def _is_degrading(flag: str) -> bool:
     from sanctuary_local.pipeline import DEGRADING
 
-    if not flags:
-        return '<p class="meta">no flags</p>'
-    items = "".join(f'<li class="{"degrading" if f.split(":")[0].startswith(DEGRADING) else "flag"}">{html.escape(f)}</li>'
-                    for f in flags)
-    return f'<ul class="flags" id="flags">{items}</ul>'
+    return flag.split(":")[0].startswith(DEGRADING)
 
 
-def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int, str] | None) -> str:
-    """One claim's page; ``docs`` maps document position → text (None: no store)."""
-    ev_t, css = _template("report_evidence.html"), _template("report.css").template
-    blocks = [ev_t.substitute(
-        anchor=s.anchor, label=html.escape(s.label), question=html.escape(s.question), url=html.escape(s.url, quote=True),
-        url_text=html.escape(s.url), doc_position=s.doc_position, start=s.start, end=s.end, score=f"{s.score:.3f}",
-        context=_context(s, None if docs is None else docs.get(s.doc_position))) for s in snippets]
-    note = "" if docs is not None else ('<p class="note" id="store-note">The knowledge store could not be read: '
-                                        "each snippet is shown alone, without its page.</p>")
+def _flags_html(flags: tuple[str, ...]) -> str:
+    """Degrading flags (errors, fallbacks) in full in a box of their own, the others as chips."""
+    bad, other = [f for f in flags if _is_degrading(f)], [f for f in flags if not _is_degrading(f)]
+    chips = "".join(f'<li class="flag">{html.escape(f)}</li>' for f in other)
+    out = f'<ul class="flags" id="flags">{chips}</ul>' if other else ""
+    if bad:
+        items = "\n".join(f'<li class="degrading">{html.escape(f)}</li>' for f in bad)
+        out = _template("report_problems.html").substitute(items=items) + out
+    return out or '<p class="meta">no flags</p>'
+
+
+def _evidence_block(s: ReportSnippet, doc_text: str | None) -> str:
+    return _template("report_evidence.html").substitute(
+        anchor=s.anchor, label=html.escape(s.label), question=html.escape(s.question), source=_source(s.url),
+        doc_position=s.doc_position, start=s.start, end=s.end, score=f"{s.score:.3f}", context=_context(s, doc_text))
+
+
+def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int, str] | None,
+                 no_docs_reason: str = "the knowledge store could not be read") -> str:
+    """One claim's page; ``docs`` maps document position → text (None: no store, for
+    ``no_docs_reason``, which the page states)."""
+    blocks = [_evidence_block(s, None if docs is None else docs.get(s.doc_position, "")) for s in snippets]
+    note = "" if docs is not None else _template("report_store_note.html").substitute(reason=html.escape(no_docs_reason))
     return _template("report_claim.html").substitute(
-        css=css, claim_index=pred.claim_index, claim_id=html.escape(str(pred.claim_id)), claim=html.escape(pred.claim),
+        css=_template("report.css").template, claim_index=pred.claim_index, claim_id=html.escape(str(pred.claim_id)),
+        claim=html.escape(pred.claim),
         verdict=html.escape(pred.label), verdict_class=re.sub(r"[^A-Za-z]", "", pred.label),
-        provisional=html.escape(pred.provisional_label or "none"), flags=_flags_html(pred.flags),
+        provisional=html.escape(pred.provisional_label or "none"), flags=_flags_html(tuple(map(str, pred.flags))),
         justification=_linkify(pred.justification or "(no justification)", {s.label: s.anchor for s in snippets}),
         n_evidence=len(snippets), store_note=note, evidence="\n".join(blocks) or '<p class="meta">no evidence</p>')
 
 
-def render_index(run_name: str, preds: list[Prediction]) -> str:
+def _index_row(p: Prediction) -> str:
     from sanctuary_local.pipeline import degraded_reasons
 
-    rows = [f'<tr><td>{p.claim_index}</td><td><a href="{page_name(p)}">{html.escape(p.claim)}</a></td>'
+    reasons = degraded_reasons([str(f) for f in p.flags])
+    degraded = f'<br><span class="degraded">degraded: {html.escape(", ".join(reasons))}</span>' if reasons else ""
+    row_class = ' class="degraded"' if reasons else ""
+    return (f"<tr{row_class}><td>{p.claim_index}</td>"
+            f'<td><a href="{page_name(p)}">{html.escape(p.claim)}</a></td>'
             f'<td><span class="verdict v-{re.sub(r"[^A-Za-z]", "", p.label)}">{html.escape(p.label)}</span></td>'
-            f"<td>{len(p.flags)}{' (degraded)' if degraded_reasons(p.flags) else ''}</td></tr>" for p in preds]
+            f"<td>{len(p.flags)}{degraded}</td></tr>")
+
+
+def _load_optional(path: Path) -> dict[str, Any]:
+    try:
+        obj = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _dig(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+def run_info(run_dir: Path) -> str:
+    """One line about the run for the index, from ``config.json`` and ``timings.json``
+    (both optional): profile, the two LLMs, and whether the run is unfinished."""
+    cfg, timings = _load_optional(run_dir / "config.json"), _load_optional(run_dir / "timings.json")
+    parts = [f"profile {cfg['profile']}"] if isinstance(cfg.get("profile"), str) else []
+    for stage, name in (("hyde", "stage 1"), ("verdict", "stage 3")):
+        model = _dig(cfg, stage, "llm", "model")
+        if isinstance(model, str):
+            parts.append(f"{name} model {model}")
+    if timings.get("complete") is False:
+        parts.append(f"unfinished run: {timings.get('n_claims', '?')} of {timings.get('n_selected', '?')} claims")
+    return " · ".join(parts)
+
+
+def render_index(run_name: str, preds: list[Prediction], info: str = "") -> str:
+    """The index: every claim with its verdict, flag count (degraded ones named) and a link;
+    ``info`` is a line about the run (see ``run_info``)."""
+    from sanctuary_local.pipeline import degraded_reasons
+
     counts = Counter(p.label for p in preds)
     return _template("report_index.html").substitute(
         css=_template("report.css").template, run_name=html.escape(run_name), n_claims=len(preds),
         label_counts=html.escape(", ".join(f"{n} {lab}" for lab, n in sorted(counts.items()))) or "no claims",
-        n_degraded=sum(bool(degraded_reasons(p.flags)) for p in preds), rows="\n".join(rows))
+        n_degraded=sum(bool(degraded_reasons([str(f) for f in p.flags])) for p in preds),
+        rows="\n".join(map(_index_row, preds)), run_info=html.escape(info))
 
 
 def page_name(pred: Prediction) -> str:
@@ -148,41 +225,97 @@ def _read_stage2(path: Path) -> dict[int, ClaimEvidence]:
     return out
 
 
-def _store_path(run_dir: Path, store: Path | None) -> Path | None:
-    if store is not None:
-        return store
+def _recorded_store(run_dir: Path) -> Path | None:
+    """The store the run used, as ``run_state.json`` records it (None: not recorded)."""
     try:
         return Path(orjson.loads((run_dir / "run_state.json").read_bytes())["fingerprint"]["store"])
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
         return None
 
 
-def write_report(run_dir: Path, out: Path | None = None, store: Path | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> Path:
-    """Write ``index.html`` and one ``claim_<index>.html`` per prediction into ``out``
-    (default ``run_dir/report``); returns the index path."""
-    from sanctuary_local.io.predictions import read_predictions_json
+def open_store(run_dir: Path, store: Path | None) -> tuple[KnowledgeStore | None, str]:
+    """The knowledge store for the snippets' pages (``store``, else the run's own), or
+    None and the reason, which every page states; a missing store is never an error."""
     from sanctuary_local.io.store import KnowledgeStore
 
-    run_dir = Path(run_dir)
+    path = store if store is not None else _recorded_store(run_dir)
+    if path is None:
+        return None, f"{run_dir / 'run_state.json'} names no knowledge store and no --store was given"
+    try:
+        return KnowledgeStore(path), ""
+    except UserError as exc:
+        return None, str(exc)
+
+
+def _claim_docs(ks: KnowledgeStore | None, why_not: str, claim_index: int) -> tuple[dict[int, str] | None, str]:
+    """Document position → text of one claim's store file, or None and why not."""
+    if ks is None:
+        return None, why_not
+    if not ks.has(claim_index):
+        return None, f"{ks.file_name(claim_index)}: not in the knowledge store"
+    try:
+        return {d.position: d.text for d in ks.load(claim_index).documents}, ""
+    except (OSError, zipfile.BadZipFile) as exc:  # unreadable file or damaged archive: the page says so
+        return None, f"{ks.file_name(claim_index)}: cannot be read: {exc}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSummary:
+    """What ``write_report`` wrote."""
+
+    index: Path
+    n_claims: int
+    #: Why the pages show no source pages ("" when the store was read).
+    store_problem: str
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, "utf-8")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write the report: {exc.strerror or exc}") from None
+
+
+def _read_predictions(run_dir: Path, claims_range: str | None) -> list[Prediction]:
+    """The run's predictions by claim index, those in ``claims_range`` (a:b) when given."""
+    from sanctuary_local.io.claims import parse_claims_range
+    from sanctuary_local.io.predictions import read_predictions_json
+
+    path = run_dir / "predictions.json"
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: not a run directory (it does not exist or is not a directory)")
-    if not (run_dir / "predictions.json").is_file():
-        raise UserError(f"{run_dir / 'predictions.json'}: not found; is {run_dir} the --out of a finished `run`?")
-    preds = sorted(read_predictions_json(run_dir / "predictions.json"), key=lambda p: p.claim_index)
+    if not path.is_file():
+        raise UserError(f"{path}: not found; is {run_dir} the --out of a finished `run`? "
+                        "(a killed run writes it when the same `run` command is run again to resume)")
+    preds = sorted(read_predictions_json(path), key=lambda p: p.claim_index)
+    if claims_range is None:
+        return preds
+    selected = parse_claims_range(claims_range)
+    kept = [p for p in preds if p.claim_index in selected]
+    if not kept:
+        raise UserError(f"{path}: --claims-range {claims_range} selects none of its {len(preds)} claims")
+    return kept
+
+
+def write_report(run_dir: Path, out: Path | None = None, store: Path | None = None,
+                 progress: Callable[[int, int], None] | None = None, claims_range: str | None = None) -> ReportSummary:
+    """Write ``index.html`` and one ``claim_<index>.html`` per prediction (those in
+    ``claims_range`` when given) into ``out`` (default ``run_dir/report``);
+    ``progress(done, total)`` is called before the first page and after each."""
+    tick = progress or (lambda done, total: None)
+    run_dir = Path(run_dir)
+    preds = _read_predictions(run_dir, claims_range)
     stage2 = _read_stage2(run_dir / "stage2_evidence.jsonl")
-    spath = _store_path(run_dir, store)
-    ks = KnowledgeStore(spath) if spath is not None and spath.exists() else None
+    ks, why_not = open_store(run_dir, store)
     out = Path(out) if out is not None else run_dir / "report"
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{out}: cannot create the report directory: {exc.strerror or exc}") from None
+    tick(0, len(preds))
     for i, p in enumerate(preds, start=1):
-        docs = None
-        if ks is not None and ks.has(p.claim_index):
-            docs = {d.position: d.text for d in ks.load(p.claim_index).documents}
-        page = render_claim(p, claim_snippets(p, stage2.get(p.claim_index)), docs)
-        (out / page_name(p)).write_text(page, "utf-8")
-        if progress is not None:
-            progress(i, len(preds))
-    index = out / "index.html"
-    index.write_text(render_index(run_dir.resolve().name, preds), "utf-8")
-    return index
+        docs, reason = _claim_docs(ks, why_not, p.claim_index)
+        _write(out / page_name(p), render_claim(p, claim_snippets(p, stage2.get(p.claim_index)), docs, reason))
+        tick(i, len(preds))
+    _write(out / "index.html", render_index(run_dir.resolve().name, preds, run_info(run_dir)))
+    return ReportSummary(out / "index.html", len(preds), why_not)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import Progress
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 
 def register(app: typer.Typer) -> None:
@@ -16,16 +17,28 @@ def register(app: typer.Typer) -> None:
 
     @app.command("report")
     def report_cmd(
-        run_dir: Path = typer.Argument(..., help="The --out directory of a `run` (reads predictions.json, stage2_evidence.jsonl)."),
+        run_dir: Path = typer.Argument(..., help="The --out directory of a `run` (reads predictions.json, "
+                                       "stage2_evidence.jsonl, run_state.json)."),
         out: Path | None = typer.Option(None, "--out", help="Where the pages go (default RUN_DIR/report)."),
-        store: Path | None = typer.Option(None, "--store", help="Knowledge store for the snippets' context "
-                                          "(default: the one the run used, from RUN_DIR/run_state.json)."),
+        store: Path | None = typer.Option(None, "--store", help="Knowledge store (directory or .zip) for the snippets' "
+                                          "source pages (default: the one the run used, from RUN_DIR/run_state.json). "
+                                          "Without a readable store each snippet is shown alone, with a note."),
+        claims_range: str | None = typer.Option(None, "--claims-range", help="Only claims with index a <= i < b (a:b)."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     ) -> None:
-        """Write a cited HTML report (index.html + claim_<i>.html) that opens offline."""
+        """Write a cited HTML report (index.html + claim_<i>.html per claim) that opens offline:
+        claim, verdict, flags, justification with its "Evidence q.n" linked to each snippet,
+        highlighted at its exact span in its source page. Inline CSS, no script, no network."""
         from sanctuary_local.report import write_report
 
         console = Console(stderr=True)
-        with Progress(console=console, transient=True) as bar:
+        with Progress(TextColumn("report pages"), BarColumn(), MofNCompleteColumn(), console=console,
+                      transient=True, disable=quiet) as bar:
             task = bar.add_task("report", total=None)
-            index = write_report(run_dir, out, store, progress=lambda i, n: bar.update(task, completed=i, total=n))
-        console.print(f"report: {index}")
+            summary = write_report(run_dir, out, store, claims_range=claims_range,
+                                   progress=lambda i, n: bar.update(task, completed=i, total=n))
+        if summary.store_problem:
+            console.print(f"[yellow]warning:[/] source pages not shown: {escape(summary.store_problem)}",
+                          highlight=False, soft_wrap=True)
+        console.print(f"report: {escape(str(summary.index))} (claim pages: {summary.n_claims})",
+                      highlight=False, soft_wrap=True)
