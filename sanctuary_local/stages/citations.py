@@ -47,22 +47,35 @@ class Citation:
 
 @dataclass(frozen=True, slots=True)
 class CitationCheck:
-    """The checker's verdict on one citation; where it holds, the quote's source span."""
+    """The checker's verdict on one citation: do its ids exist, is its quote in one of them,
+    and where it is, the quote's span in the snippet (``snippet_start``/``snippet_end`` into
+    ``chunk.text``) and in the source document (``start``/``end`` into ``document.text``:
+    ``chunk.start`` + the span in the snippet, so ``document.text[start:end]`` is the quoted
+    text exactly as the page has it)."""
 
     citation: Citation
-    ok: bool
+    ids_ok: bool
+    quote_found: bool = False
     problem: str = ""
     evidence_id: str = ""
     url: str = ""
     doc_position: int = -1
+    snippet_start: int = -1
+    snippet_end: int = -1
     start: int = -1
     end: int = -1
 
+    @property
+    def ok(self) -> bool:
+        """Valid: every id exists and the quote is in one of the cited snippets."""
+        return self.ids_ok and self.quote_found
+
     def to_dict(self) -> dict[str, Any]:
         c = self.citation
-        return {"sub_claim": c.sub_claim, "ids": list(c.ids), "quote": c.quote, "ok": self.ok, "problem": self.problem,
-                "evidence_id": self.evidence_id, "url": self.url, "doc_position": self.doc_position,
-                "start": self.start, "end": self.end}
+        return {"sub_claim": c.sub_claim, "ids": list(c.ids), "quote": c.quote, "ok": self.ok, "ids_ok": self.ids_ok,
+                "quote_found": self.quote_found, "problem": self.problem, "evidence_id": self.evidence_id,
+                "url": self.url, "doc_position": self.doc_position, "snippet_start": self.snippet_start,
+                "snippet_end": self.snippet_end, "start": self.start, "end": self.end}
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,15 +185,16 @@ def numbered_snippets(ev: ClaimEvidence, notes: Sequence[str] = ()) -> dict[str,
 def _check_one(c: Citation, snippets: dict[str, EvidenceSnippet]) -> CitationCheck:
     missing = [i for i in c.ids if i not in snippets]
     if missing:
-        return CitationCheck(c, False, f"no Evidence {', '.join(missing)} in the prompt")
+        return CitationCheck(c, False, problem=f"no Evidence {', '.join(missing)} in the prompt")
     if len(_normalise(c.quote)[0].strip()) < MIN_QUOTE_CHARS:
-        return CitationCheck(c, False, f"the quote is shorter than {MIN_QUOTE_CHARS} characters")
+        return CitationCheck(c, True, problem=f"the quote is shorter than {MIN_QUOTE_CHARS} characters")
     for i in c.ids:
         chunk = snippets[i].chunk
         span = find_quote(c.quote, chunk.text)
         if span is not None:
-            return CitationCheck(c, True, "", i, chunk.url, chunk.doc_position, chunk.start + span[0], chunk.start + span[1])
-    return CitationCheck(c, False, "the quote is not in the cited evidence word for word")
+            return CitationCheck(c, True, True, "", i, chunk.url, chunk.doc_position, span[0], span[1],
+                                 chunk.start + span[0], chunk.start + span[1])
+    return CitationCheck(c, True, problem="the quote is not in the cited evidence word for word")
 
 
 def check_citations(text: str, snippets: dict[str, EvidenceSnippet]) -> CitationReport:
