@@ -15,7 +15,7 @@ from sanctuary_local.llm.base import ChatRequest, ChatResult
 from sanctuary_local.prompts import load_prompt
 from sanctuary_local.records import Chunk, EvidenceSnippet, HydeResult
 from sanctuary_local.stages.citations import (
-    annotate, check_citations, find_quote, numbered_snippets, parse_citations,
+    CitationReport, annotate, check_citations, find_quote, numbered_snippets, parse_citations,
 )
 from sanctuary_local.stages.verdict import build_verdict_request, citation_rates, run_verdict
 from test_hyde import CLAIM, ScriptedBackend
@@ -74,7 +74,9 @@ def test_citation_formats_are_parsed_and_other_lines_ignored() -> None:
 @pytest.mark.parametrize(("quote", "found"), [
     ("The moon is rock, NASA says", "The moon is rock, NASA says"),
     ("rock, NASA says.\nApollo  brought", "rock, NASA says.\nApollo brought"),  # whitespace runs are one space
-    ("the moon is rock", None),  # case matters
+    ("the moon is rock, NASA says", "The moon is rock, NASA says"),  # the first letter's case may differ
+    ("The Moon is rock", None),  # the rest's case matters
+    ("rock, nasa says", None),
     ("The moon is cheese", None),
     ("rock", None),  # too short to prove anything
 ])
@@ -185,6 +187,15 @@ def test_each_check_says_ids_ok_quote_found_and_both_spans() -> None:
     assert d["ok"] and d["ids_ok"] and d["quote_found"] and (d["start"], d["end"]) == (ok.start, ok.end)
 
 
+def test_a_verbatim_quote_under_the_wrong_id_fails_and_says_where_it_is() -> None:
+    snippets = numbered_snippets(evidence())
+    (c,) = check_citations('- x [Evidence 1.1] "382 kg of lunar rock"', snippets).checks
+    assert c.ids_ok and not c.quote_found and c.found_in == ("2.1",) and c.start == -1
+    assert "(it is in Evidence 2.1)" in c.problem and "(it is in Evidence 2.1)" in CitationReport((c,)).feedback()
+    (c,) = check_citations('- x [Evidence 1.1] "382 kg of lunar cheese"', snippets).checks
+    assert c.found_in == () and c.problem == "the quote is not in the cited evidence word for word"
+
+
 def test_a_citation_naming_several_ids_resolves_to_the_one_holding_the_quote() -> None:
     (c,) = check_citations('- x [Evidence 1.2, 2.1] "382 kg of lunar rock"', numbered_snippets(evidence())).checks
     assert c.ok and c.evidence_id == "2.1" and c.url == "https://example.org/apollo"
@@ -209,6 +220,9 @@ def _uni_snippets(start: int) -> dict[str, EvidenceSnippet]:
     ("Emoji 🌍 here, and cafe\u0301 decomposed", "Emoji 🌍 here,   and cafe\u0301 decomposed"),
     ('"curly quoted" and it\'s fine', "“curly quoted” and it’s fine"),  # straight for curly quotes
     ("pas deux. 中文", "pas deux.\n中文"),
+    ("Le maire a dit", "Le  maire a dit"),
+    ("le maire a dit", "Le  maire a dit"),  # a quote may change its first letter's case
+    ("Pas deux. 中文", "pas deux.\n中文"),
     ("it’s fine. End", "it’s fine.\n\tEnd"),
 ])
 def test_spans_reconstruct_the_source_text_exactly(quote: str, source: str) -> None:
@@ -220,7 +234,8 @@ def test_spans_reconstruct_the_source_text_exactly(quote: str, source: str) -> N
 
 
 @pytest.mark.parametrize("quote", [
-    "nous construirons trois hôpitaux",  # case is part of verbatim
+    "Nous Construirons trois hôpitaux",  # case is part of verbatim (but for the first letter)
+    "maire A dit",
     "Nous construirons trois hopitaux",  # so are accents
     "Emoji 🌍 here, and café decomposed",  # composed é for the page's e + U+0301: no Unicode normalisation
     "Nous construirons ... hôpitaux",  # no ellipsis joins
