@@ -315,7 +315,8 @@ def test_only_failing_verdicts_are_reasked_in_one_call_and_a_worse_answer_is_not
     assert [r.tag for r in backend.calls[1]] == ["verdict:8:citations", "verdict:9:citations"]
     c8, c9 = p8.meta["citations"], p9.meta["citations"]
     assert c8["reasked"] and not c8["replaced"] and c8["reask"]["validity"] == 0.0 and c8["after"] == c8["before"]
-    assert p8.meta["raw_text"] == bad and "citation_violations:1" in p8.flags
+    assert p8.meta["raw_text"] == bad and c8["reask_raw_text"] == worse and "citation_violations:1" in p8.flags
+    assert "reask_raw_text" not in p9.meta["citations"] and p9.meta["citations"]["first_raw_text"] == bad
     assert c9["replaced"] and c9["after"]["clean"] and p9.meta["raw_text"] == GOOD
     assert not p7.meta["citations"]["reasked"] and "citations_reasked" not in p7.flags
 

@@ -43,7 +43,7 @@ def cited_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_cited_run_on_the_real_model(cited_run: Path) -> None:
     preds = read_predictions_json(cited_run / "predictions.json")
     store = KnowledgeStore(EXAMPLES / "store")
-    stage3 = [orjson.loads(line) for line in (cited_run / "stage3_predictions.jsonl").read_bytes().splitlines()]
+    stage3 = [orjson.loads(line)["record"] for line in (cited_run / "stage3_predictions.jsonl").read_bytes().splitlines()]
     assert sorted(r["claim_index"] for r in stage3) == sorted(p.claim_index for p in preds)
     assert all("citations" in r["meta"] for r in stage3)  # the per-claim record is in the stage-3 file too
     n_items = 0

@@ -315,6 +315,8 @@ class CitationOutcome:
     replaced: bool = False
     first_text: str = ""
     """The first answer's raw text when the re-ask replaced it (else "")."""
+    reask_text: str = ""
+    """The re-ask's raw text when it was answered but not kept (else "")."""
 
     def flags(self) -> tuple[str, ...]:
         out = ("citations_reasked",) if self.reasked else ()
@@ -328,6 +330,8 @@ class CitationOutcome:
                "items": [c.to_dict() for c in self.after.checks]}
         if self.replaced:
             out["first_raw_text"] = self.first_text
+        elif self.reask is not None:
+            out["reask_raw_text"] = self.reask_text
         return out
 
 
@@ -360,11 +364,12 @@ def reask_bad_citations(
     before = [check_citations(r.text, sn) if r.ok else None for r, sn in zip(results, snippets, strict=True)]
     todo = [i for i, (q, b) in enumerate(zip(requests, before)) if q is not None and b is not None and not b.clean]
     answers = backend.generate([_cite_fix_request(requests[i], results[i], before[i], cfg) for i in todo]) if todo else []
-    out, reask = list(results), dict.fromkeys(todo)
+    out, reask, reask_text = list(results), dict.fromkeys(todo), {}
     for i, ans in zip(todo, answers, strict=True):
         if not ans.ok:
             continue
-        reask[i] = new = check_citations(ans.text, snippets[i])
+        new = reask[i] = check_citations(ans.text, snippets[i])
+        reask_text[i] = ans.text
         if "verdict_label_fallback" in parse_verdict_output(ans.text, None)[2] or not _better(new, before[i]):
             continue
         r = results[i]
@@ -375,7 +380,8 @@ def reask_bad_citations(
     for i, (r, b) in enumerate(zip(out, before, strict=True)):
         replaced = bool(r.extra.get("citations_replaced"))
         outcomes.append(None if b is None else CitationOutcome(
-            b, reask[i] if replaced else b, i in reask, reask.get(i), replaced, results[i].text if replaced else ""))
+            b, reask[i] if replaced else b, i in reask, reask.get(i), replaced, results[i].text if replaced else "",
+            "" if replaced else reask_text.get(i, "")))
     return out, outcomes
 
 
