@@ -346,10 +346,10 @@ def citations_markdown(res: dict[str, Any]) -> list[str]:
     c = res.get("citations") or {}
     if c.get("validity_before") is None:
         return []
-    return ["", "## Citations (verdict.citations)", "", "| valid before the re-ask | valid after | verdicts re-asked | "
-            "verdicts with a valid citation |", "|---|---|---|---|",
-            f"| {_f(c['validity_before'])} | {_f(c['validity_after'])} | {_f(c['reasked'])} | "
-            f"{_f(c['verdicts_with_valid_citation'])} |"]
+    return ["", "## Citations (verdict.citations)", "", "| valid citations before the re-ask | after | clean verdicts "
+            "before | after | verdicts re-asked | verdicts with a valid citation |", "|---|---|---|---|---|---|",
+            f"| {_f(c['validity_before'])} | {_f(c['validity_after'])} | {_f(c.get('clean_before'))} | "
+            f"{_f(c.get('clean_after'))} | {_f(c['reasked'])} | {_f(c['verdicts_with_valid_citation'])} |"]
 
 
 def usage_markdown(results: list[dict[str, Any]]) -> list[str]:

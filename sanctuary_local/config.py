@@ -177,7 +177,9 @@ class VerdictConfig:
     verdict with violations is asked once more with the checker's report, then flagged
     (``stages/citations.py``). Off by default until measured."""
     citations_prompt: str = "verdict_cited.txt"
+    """The verdict prompt used instead of ``prompt`` when ``citations`` is on."""
     citations_reask: str = "verdict_cite_fix.txt"
+    """The one re-ask of a verdict whose citations fail the check (gets the checker's report)."""
 
 
 @dataclass
@@ -265,6 +267,8 @@ def validate(cfg: Config) -> None:
         (r.chunk_vectors in ("embed", "pool"), "retrieval.chunk_vectors must be 'embed' or 'pool'"),
         (r.prefilter >= 0, "retrieval.prefilter must be >= 0"),
         (1 <= cfg.hyde.min_questions <= cfg.hyde.max_questions, "hyde.min_questions must be in [1, max_questions]"),
+        # --set parses values as TOML: "True" or "yes" would arrive as a (truthy) string.
+        (isinstance(cfg.verdict.citations, bool), "verdict.citations must be true or false"),
     ]
     for ok, msg in checks:
         if not ok:

@@ -218,9 +218,9 @@ class RunReporter:
         prompts = {}
         try:
             from sanctuary_local.stages.hyde import hyde_prompt_hash
-            from sanctuary_local.stages.verdict import verdict_prompt_hash
+            from sanctuary_local.stages.verdict import config_prompt_hash
 
-            prompts = {"hyde": hyde_prompt_hash(), "verdict": verdict_prompt_hash()}
+            prompts = {"hyde": hyde_prompt_hash(), "verdict": config_prompt_hash(self.cfg.verdict)}
         except Exception as exc:  # noqa: BLE001 - the manifest must still be written
             prompts = {"error": str(exc)}
         versions = {}

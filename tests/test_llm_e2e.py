@@ -170,36 +170,6 @@ def test_verdict_prompt_fits_real_tokenizer(llama, claims):
     assert "https://e.org/5" not in req.messages[0].content  # lowest score went first
 
 
-def test_verdict_with_citations_on_the_real_model(llama, claims):
-    """verdict.citations with the real 0.5B: every claim gets a label and a citation record
-    (before/after the one re-ask) whose valid items point at the exact text they quote."""
-    from sanctuary_local.records import HydeResult, Query
-    from sanctuary_local.stages.verdict import citation_rates
-
-    store = KnowledgeStore(REPO / "examples" / "store")
-    hyde, evidence = [], []
-    for c in claims:
-        q = Query(c.index, 0, c.text)
-        docs = [d for d in store.iter_documents(c.index) if d.lines][:3]
-        snippets = tuple(EvidenceSnippet(Chunk(c.index, d.position, d.url, 0, len(d.lines[0]), d.lines[0]), 0.9 - 0.1 * i)
-                         for i, d in enumerate(docs))
-        hyde.append(HydeResult(c.index, None, (q,)))
-        evidence.append(ClaimEvidence(c.index, (QueryEvidence(q, snippets),)))
-    vcfg = VerdictConfig(citations=True, sampling=SamplingConfig(temperature=0.0, max_tokens=160))
-    vcfg.llm.max_model_len = 4096
-    preds = run_verdict(claims, hyde, evidence, llama, vcfg)
-    rates = citation_rates(preds)
-    for p in preds:
-        assert p.label in LABELS
-        cited = p.meta["citations"]
-        assert set(cited) == {"before", "after", "reasked", "items"} and cited["after"]["n"] == len(cited["items"])
-        doc_text = {d.position: d.text for d in store.iter_documents(p.claim_index)}
-        for item in cited["items"]:
-            if item["ok"]:
-                assert doc_text[item["doc_position"]][item["start"]:item["end"]].split() == item["quote"].split()
-    assert all(v is None or 0.0 <= v <= 1.0 for v in rates.values())
-
-
 # ------------------------------------------------------------- real HTTP server
 
 

@@ -99,7 +99,7 @@ def test_run_verdict_labels_flags_meta():
     assert any(f.startswith("verdict_llm_error: server down") for f in preds[1].flags)
     assert preds[2].label == "Supported" and "verdict_label_fallback" in preds[2].flags  # stage-1 label
     meta = preds[0].meta
-    assert meta["verdict_prompt_hash"] == verdict_prompt_hash() and len(meta["hyde_prompt_hash"]) == 16
+    assert meta["verdict_prompt_hash"] == verdict_prompt_hash("verdict.txt", "") and len(meta["hyde_prompt_hash"]) == 16
     assert meta["prompt_tokens"] == 10 and meta["completion_tokens"] == 5 and meta["trimmed"] == []
     for p in preds:
         assert Prediction.from_dict(json.loads(json.dumps(p.to_dict()))) == p

@@ -10,8 +10,13 @@ the prompt, see ``verdict.format_evidence``). A citation line reads::
 A citation is valid when every id it names exists in the prompt, and its quote occurs in
 one of them **verbatim up to whitespace and quote style**: runs of whitespace count as one
 space and curly quotes/apostrophes as straight ones; letters, case and punctuation must
-match. A valid citation resolves to the URL and the exact character span of the quote in
-its source document (``document.text[start:end]`` is the quoted text as the page has it).
+match, except the case of the quote's first letter (quoting "The tower grows" from "...
+says the tower grows" is the usual capitalised quote, "[T]he" in legal style; the span
+still points at the page's own "the"). A valid citation resolves to the URL and the exact
+character span of the quote in its source document (``document.text[start:end]`` is the
+quoted text as the page has it). A quote that is not in the cited snippet but is in
+another one of the prompt is still a violation; the report names where it is
+(``found_in``), so the re-ask can fix the id.
 """
 
 from __future__ import annotations
@@ -47,22 +52,37 @@ class Citation:
 
 @dataclass(frozen=True, slots=True)
 class CitationCheck:
-    """The checker's verdict on one citation; where it holds, the quote's source span."""
+    """The checker's verdict on one citation: do its ids exist, is its quote in one of them,
+    and where it is, the quote's span in the snippet (``snippet_start``/``snippet_end`` into
+    ``chunk.text``) and in the source document (``start``/``end`` into ``document.text``:
+    ``chunk.start`` + the span in the snippet, so ``document.text[start:end]`` is the quoted
+    text exactly as the page has it)."""
 
     citation: Citation
-    ok: bool
+    ids_ok: bool
+    quote_found: bool = False
     problem: str = ""
     evidence_id: str = ""
     url: str = ""
     doc_position: int = -1
+    snippet_start: int = -1
+    snippet_end: int = -1
     start: int = -1
     end: int = -1
+    found_in: tuple[str, ...] = ()
+    """When the quote is not in the cited snippets: the other snippets of the prompt that hold it."""
+
+    @property
+    def ok(self) -> bool:
+        """Valid: every id exists and the quote is in one of the cited snippets."""
+        return self.ids_ok and self.quote_found
 
     def to_dict(self) -> dict[str, Any]:
         c = self.citation
-        return {"sub_claim": c.sub_claim, "ids": list(c.ids), "quote": c.quote, "ok": self.ok, "problem": self.problem,
-                "evidence_id": self.evidence_id, "url": self.url, "doc_position": self.doc_position,
-                "start": self.start, "end": self.end}
+        return {"sub_claim": c.sub_claim, "ids": list(c.ids), "quote": c.quote, "ok": self.ok, "ids_ok": self.ids_ok,
+                "quote_found": self.quote_found, "problem": self.problem, "evidence_id": self.evidence_id,
+                "url": self.url, "doc_position": self.doc_position, "snippet_start": self.snippet_start,
+                "snippet_end": self.snippet_end, "start": self.start, "end": self.end, "found_in": list(self.found_in)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,17 +157,25 @@ def _normalise(text: str) -> tuple[str, list[int]]:
 
 
 def find_quote(quote: str, text: str) -> tuple[int, int] | None:
-    """``(start, end)`` in ``text`` of ``quote`` matched verbatim up to whitespace and quote
-    style, or None. ``text[start:end]`` is the matched text as ``text`` has it."""
+    """``(start, end)`` in ``text`` of ``quote`` matched verbatim up to whitespace, quote
+    style and the case of its first letter, or None. ``text[start:end]`` is the matched
+    text as ``text`` has it (first occurrence; an exact-case match wins)."""
     q, _ = _normalise(quote.strip().strip(".…").strip())
     q = q.strip()
     if len(q) < MIN_QUOTE_CHARS:
         return None
     norm, where = _normalise(text)
-    at = norm.find(q)
-    if at < 0:
-        return None
-    return where[at], where[at + len(q) - 1] + 1
+    for variant in (q, *_first_letter_recased(q)):
+        at = norm.find(variant)
+        if at >= 0:
+            return where[at], where[at + len(q) - 1] + 1
+    return None
+
+
+def _first_letter_recased(q: str) -> tuple[str, ...]:
+    """``q`` with its first letter in the other case, when that is one character."""
+    other = q[0].swapcase()
+    return (other + q[1:],) if len(other) == 1 and other != q[0] else ()
 
 
 def dropped_keys(ev: ClaimEvidence, notes: Sequence[str]) -> frozenset[tuple[int, int]]:
@@ -172,15 +200,18 @@ def numbered_snippets(ev: ClaimEvidence, notes: Sequence[str] = ()) -> dict[str,
 def _check_one(c: Citation, snippets: dict[str, EvidenceSnippet]) -> CitationCheck:
     missing = [i for i in c.ids if i not in snippets]
     if missing:
-        return CitationCheck(c, False, f"no Evidence {', '.join(missing)} in the prompt")
+        return CitationCheck(c, False, problem=f"no Evidence {', '.join(missing)} in the prompt")
     if len(_normalise(c.quote)[0].strip()) < MIN_QUOTE_CHARS:
-        return CitationCheck(c, False, f"the quote is shorter than {MIN_QUOTE_CHARS} characters")
+        return CitationCheck(c, True, problem=f"the quote is shorter than {MIN_QUOTE_CHARS} characters")
     for i in c.ids:
         chunk = snippets[i].chunk
         span = find_quote(c.quote, chunk.text)
         if span is not None:
-            return CitationCheck(c, True, "", i, chunk.url, chunk.doc_position, chunk.start + span[0], chunk.start + span[1])
-    return CitationCheck(c, False, "the quote is not in the cited evidence word for word")
+            return CitationCheck(c, True, True, "", i, chunk.url, chunk.doc_position, span[0], span[1],
+                                 chunk.start + span[0], chunk.start + span[1])
+    elsewhere = tuple(k for k, sn in snippets.items() if k not in c.ids and find_quote(c.quote, sn.chunk.text))
+    where = f" (it is in Evidence {', '.join(elsewhere)})" if elsewhere else ""
+    return CitationCheck(c, True, problem=f"the quote is not in the cited evidence word for word{where}", found_in=elsewhere)
 
 
 def check_citations(text: str, snippets: dict[str, EvidenceSnippet]) -> CitationReport:

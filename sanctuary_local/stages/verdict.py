@@ -41,9 +41,17 @@ log = logging.getLogger(__name__)
 Key = tuple[int, int]  # (query position, snippet rank)
 
 
-def verdict_prompt_hash(prompt: str = "verdict.txt", label_reask: str = "verdict_label.txt") -> str:
+def verdict_prompt_hash(prompt: str = "verdict.txt", label_reask: str = "verdict_label.txt", *more: str) -> str:
     """Hash of the stage-3 templates, verdict and label re-ask (recorded in predictions)."""
-    return prompt_hash(prompt, label_reask)
+    return prompt_hash(*(n for n in (prompt, label_reask, *more) if n))
+
+
+def config_prompt_hash(cfg: VerdictConfig) -> str:
+    """Hash of the templates ``cfg`` uses: the defaults give ``verdict_prompt_hash()``; with
+    ``citations`` on, the cited prompt and the citation re-ask (no label re-ask: ``""``)."""
+    if cfg.citations:
+        return verdict_prompt_hash(cfg.citations_prompt, cfg.label_reask, cfg.citations_reask)
+    return verdict_prompt_hash(cfg.prompt, cfg.label_reask)
 
 
 def _item(question: str, sn: EvidenceSnippet) -> EvidenceItem:
@@ -163,7 +171,7 @@ def parse_verdict(text: str, fallback_label: str | None) -> tuple[str, str, tupl
 
 def _prediction(
     claim: Claim, hyde: HydeResult, ev: ClaimEvidence, res: ChatResult, notes: list[str], backend: LLMBackend,
-    cited: CitationOutcome | None = None,
+    cited: CitationOutcome | None = None, prompts_hash: str = "",
 ) -> Prediction:
     if res.ok:
         label, justification, vflags = parse_verdict(res.text, hyde.provisional_label)
@@ -182,7 +190,7 @@ def _prediction(
     evidence, evidence_all, eflags = official_evidence(claim, ev)
     meta = {
         "hyde_prompt_hash": hyde_prompt_hash(),
-        "verdict_prompt_hash": verdict_prompt_hash(),
+        "verdict_prompt_hash": prompts_hash or verdict_prompt_hash(),
         "backend": backend.name,
         "model": backend.model_id,
         "prompt_tokens": res.prompt_tokens,
@@ -245,7 +253,8 @@ def run_verdict(
     cited: list[CitationOutcome | None] = [None] * len(results)
     if cfg.citations:
         results, cited = reask_bad_citations(requests, results, evidence, notes, backend, cfg)
-    return [_prediction(c, h, e, r, n, backend, x)
+    sha = config_prompt_hash(cfg)
+    return [_prediction(c, h, e, r, n, backend, x, sha)
             for c, h, e, r, n, x in zip(claims, hyde, evidence, results, notes, cited, strict=True)]
 
 
@@ -293,11 +302,21 @@ def reask_missing_labels(
 
 @dataclass(frozen=True, slots=True)
 class CitationOutcome:
-    """The citation check of one verdict before and after its one re-ask."""
+    """The citation check of one verdict before and after its one re-ask.
+
+    ``after`` checks the text the prediction keeps: the re-ask's answer when it replaced
+    the first (``replaced``), else the first again. ``reask`` checks the re-ask's own
+    answer whether kept or not (None: not re-asked, or the re-ask failed)."""
 
     before: CitationReport
     after: CitationReport
     reasked: bool
+    reask: CitationReport | None = None
+    replaced: bool = False
+    first_text: str = ""
+    """The first answer's raw text when the re-ask replaced it (else "")."""
+    reask_text: str = ""
+    """The re-ask's raw text when it was answered but not kept (else "")."""
 
     def flags(self) -> tuple[str, ...]:
         out = ("citations_reasked",) if self.reasked else ()
@@ -306,11 +325,32 @@ class CitationOutcome:
         return (*out, f"citation_violations:{len(self.after.violations)}") if self.after.violations else out
 
     def to_dict(self) -> dict[str, Any]:
-        def rate(r: CitationReport) -> dict[str, Any]:
-            return {"n": len(r.checks), "valid": r.n_valid, "validity": r.validity}
+        out = {"before": _rate(self.before), "after": _rate(self.after), "reasked": self.reasked,
+               "reask": _rate(self.reask) if self.reask is not None else None, "replaced": self.replaced,
+               "items": [c.to_dict() for c in self.after.checks]}
+        if self.replaced:
+            out["first_raw_text"] = self.first_text
+        elif self.reask is not None:
+            out["reask_raw_text"] = self.reask_text
+        return out
 
-        return {"before": rate(self.before), "after": rate(self.after), "reasked": self.reasked,
-                "items": [c.to_dict() for c in self.after.checks]}
+
+def _rate(r: CitationReport) -> dict[str, Any]:
+    """One check's counts: citations, valid ones, their share, and whether the verdict is
+    clean (at least one citation, none failing)."""
+    return {"n": len(r.checks), "valid": r.n_valid, "validity": r.validity, "clean": r.clean}
+
+
+def _cite_fix_request(req: ChatRequest, res: ChatResult, report: CitationReport, cfg: VerdictConfig) -> ChatRequest:
+    """The one re-ask: the same conversation, the first answer, then the checker's report."""
+    fix = render(load_prompt(cfg.citations_reask), report=report.feedback())
+    return ChatRequest(messages=(*req.messages, ChatMessage("assistant", res.text), ChatMessage("user", fix)),
+                       sampling=cfg.sampling, tag=f"{req.tag}:citations")
+
+
+def _better(new: CitationReport, old: CitationReport) -> bool:
+    """More valid citations, or as many and fewer failing ones."""
+    return (new.n_valid, -len(new.violations)) > (old.n_valid, -len(old.violations))
 
 
 def reask_bad_citations(
@@ -318,44 +358,49 @@ def reask_bad_citations(
     notes: Sequence[list[str]], backend: LLMBackend, cfg: VerdictConfig,
 ) -> tuple[list[ChatResult], list[CitationOutcome | None]]:
     """Check every answered verdict's citations; ask once more, with the checker's report,
-    those with a failing citation or none; the new answer replaces the first only if it
-    names a label and has more valid citations (or as many and fewer failing ones)."""
+    those with a failing citation or none (one ``generate`` call for the wave); the new
+    answer replaces the first only if it names a label and is ``_better``."""
     snippets = [numbered_snippets(e, n) for e, n in zip(evidence, notes, strict=True)]
     before = [check_citations(r.text, sn) if r.ok else None for r, sn in zip(results, snippets, strict=True)]
     todo = [i for i, (q, b) in enumerate(zip(requests, before)) if q is not None and b is not None and not b.clean]
-    out = list(results)
-    if todo:
-        follow = [ChatRequest(messages=(*requests[i].messages, ChatMessage("assistant", results[i].text),
-                                        ChatMessage("user", render(load_prompt(cfg.citations_reask), report=before[i].feedback()))),
-                              sampling=cfg.sampling, tag=f"{requests[i].tag}:citations") for i in todo]
-        for i, ans in zip(todo, backend.generate(follow), strict=True):
-            if not ans.ok or "verdict_label_fallback" in parse_verdict_output(ans.text, None)[2]:
-                continue
-            new, old = check_citations(ans.text, snippets[i]), before[i]
-            if (new.n_valid, -len(new.violations)) > (old.n_valid, -len(old.violations)):  # only a better answer replaces
-                r = results[i]
-                out[i] = dataclasses.replace(ans, completion_tokens=r.completion_tokens + ans.completion_tokens,
-                                             seconds=r.seconds + ans.seconds,
-                                             extra={**r.extra, "citations_reasked": True, "first_text": r.text})
+    answers = backend.generate([_cite_fix_request(requests[i], results[i], before[i], cfg) for i in todo]) if todo else []
+    out, reask, reask_text = list(results), dict.fromkeys(todo), {}
+    for i, ans in zip(todo, answers, strict=True):
+        if not ans.ok:
+            continue
+        new = reask[i] = check_citations(ans.text, snippets[i])
+        reask_text[i] = ans.text
+        if "verdict_label_fallback" in parse_verdict_output(ans.text, None)[2] or not _better(new, before[i]):
+            continue
+        r = results[i]
+        kept = {k: v for k, v in r.extra.items() if not k.startswith("label_reask")}  # the label is the new answer's
+        out[i] = dataclasses.replace(ans, completion_tokens=r.completion_tokens + ans.completion_tokens,
+                                     seconds=r.seconds + ans.seconds, extra={**kept, "citations_replaced": True})
     outcomes: list[CitationOutcome | None] = []
     for i, (r, b) in enumerate(zip(out, before, strict=True)):
-        if b is None:
-            outcomes.append(None)
-            continue
-        after = check_citations(r.text, snippets[i]) if r.extra.get("citations_reasked") else b
-        outcomes.append(CitationOutcome(b, after, i in todo))
+        replaced = bool(r.extra.get("citations_replaced"))
+        outcomes.append(None if b is None else CitationOutcome(
+            b, reask[i] if replaced else b, i in reask, reask.get(i), replaced, results[i].text if replaced else "",
+            "" if replaced else reask_text.get(i, "")))
     return out, outcomes
 
 
 def citation_rates(preds: Sequence[Prediction]) -> dict[str, float | None]:
-    """Share of valid citations over all cited facts, before and after the re-ask, and the
-    share of verdicts re-asked (for the quality harness); None where nothing was cited."""
+    """For the quality harness, over the predictions with a citation check: the share of
+    valid citations among all cited facts before and after the re-ask, the share of clean
+    verdicts (at least one citation, none failing) before and after, the share re-asked
+    and the share left with at least one valid citation. None where nothing applies."""
     cs = [p.meta["citations"] for p in preds if isinstance(p.meta.get("citations"), dict)]
 
     def share(key: str) -> float | None:
         n = sum(c[key]["n"] for c in cs)
         return round(sum(c[key]["valid"] for c in cs) / n, 3) if n else None
 
+    def verdicts(test: Any) -> float | None:
+        return round(sum(bool(test(c)) for c in cs) / len(cs), 3) if cs else None
+
     return {"validity_before": share("before"), "validity_after": share("after"),
-            "reasked": round(sum(c["reasked"] for c in cs) / len(cs), 3) if cs else None,
-            "verdicts_with_valid_citation": round(sum(c["after"]["valid"] > 0 for c in cs) / len(cs), 3) if cs else None}
+            "clean_before": verdicts(lambda c: c["before"].get("clean")),
+            "clean_after": verdicts(lambda c: c["after"].get("clean")),
+            "reasked": verdicts(lambda c: c["reasked"]),
+            "verdicts_with_valid_citation": verdicts(lambda c: c["after"]["valid"] > 0)}
