@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -75,7 +76,7 @@ def main() -> None:
     base = read_claims(ROOT / "examples/claims.json")
     claims = [replace(base[i % len(base)], index=i, claim_id=str(i)) for i in range(args.claims)]
     threads = [int(t) for t in args.threads.split(",")]
-    rows = []
+    rows: list[dict] = []
     for n in threads:
         cfg.hyde.llm.n_threads = n
         backend = make_backend(cfg.hyde.llm)
@@ -83,8 +84,12 @@ def main() -> None:
             for mode in args.modes.split(","):
                 rows.append(run_mode(backend, claims, cfg, grammar=mode == "grammar", threads=n))
                 print(json.dumps(rows[-1]), flush=True)
+                write(rows, cfg, threads, args)  # after every row: a slow mode cut short keeps the others
         finally:
             backend.close()
+
+
+def write(rows: list[dict], cfg, threads: list[int], args) -> None:
     report = {
         "model": cfg.hyde.llm.model, "backend": "llama_cpp", "threads": threads,
         "max_tokens": args.max_tokens, "cpu": platform.processor() or platform.machine(),
@@ -101,7 +106,8 @@ def main() -> None:
         lines.append(f"| {r['threads']} | {r['grammar']} | {r['prompts']} | {r['wall_s']} | {r['prompt_tokens']} | "
                      f"{r['completion_tokens']} | {r['completion_tokens_per_s']} | {r['prompts_per_s']} | {r['strict_json_ok']} | "
                      f"{r['claim_fallbacks']} | {r['mean_questions']} | {r['load_1min_before']}/{r['load_1min_after']} |")
-    lines += ["", f"load average at end: {report['load_avg_at_end']}"]
+    lines += ["", f"load average at end: {report['load_avg_at_end']}",
+              "", "Command: `python benchmarks/bench_llm.py " + " ".join(sys.argv[1:]) + "`"]
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
