@@ -160,6 +160,29 @@ class RetrievalConfig:
 
 
 @dataclass
+class FollowupConfig:
+    """Follow-up questions for evidence gaps (Papelo; ClaimCLAIRE's gap filling; issue 15,
+    mode 2). After stage 2, a claim whose questions found nothing (``no_snippets:qN``)
+    gets up to ``max_questions`` new questions from the stage-1 model (``hyde.llm``),
+    conditioned on the claim, what the other questions found and the questions that found
+    nothing; one more retrieval round runs them on the claim's cached BM25 index and the
+    new evidence joins the claim's (``stages/followup.py``). Off by default until measured."""
+
+    enabled: bool = False
+    prompt: str = "followup.txt"
+    """Prompt template file (package data in sanctuary_local/prompts)."""
+    max_questions: int = 3
+    """New questions kept per claim (the model may write more; the first ones are kept)."""
+    min_gaps: int = 1
+    """A claim gets follow-up questions when at least this many of its questions found nothing."""
+    found_chars: int = 240
+    """Characters of each question's best snippet shown to the model as what was found."""
+    sampling: SamplingConfig = field(
+        default_factory=lambda: SamplingConfig(temperature=0.5, top_p=0.8, min_p=0.1, max_tokens=320)
+    )
+
+
+@dataclass
 class VerdictConfig:
     """Stage 3: chain-of-thought verdict (paper §4.4, §5.4)."""
 
@@ -192,6 +215,7 @@ class Config:
     """Where fetched models live (see models/manifest.toml)."""
     hyde: HydeConfig = field(default_factory=HydeConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    followup: FollowupConfig = field(default_factory=FollowupConfig)
     verdict: VerdictConfig = field(default_factory=VerdictConfig)
 
     def to_dict(self) -> dict[str, Any]:
@@ -269,6 +293,10 @@ def validate(cfg: Config) -> None:
         (1 <= cfg.hyde.min_questions <= cfg.hyde.max_questions, "hyde.min_questions must be in [1, max_questions]"),
         # --set parses values as TOML: "True" or "yes" would arrive as a (truthy) string.
         (isinstance(cfg.verdict.citations, bool), "verdict.citations must be true or false"),
+        (isinstance(cfg.followup.enabled, bool), "followup.enabled must be true or false"),
+        (cfg.followup.max_questions >= 1, "followup.max_questions must be >= 1"),
+        (cfg.followup.min_gaps >= 1, "followup.min_gaps must be >= 1"),
+        (cfg.followup.found_chars >= 0, "followup.found_chars must be >= 0"),
     ]
     for ok, msg in checks:
         if not ok:

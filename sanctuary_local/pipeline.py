@@ -179,7 +179,9 @@ class _Run:
         self.hyde = StageFile(self.out / STAGE_FILES["hyde"], HydeResult.from_dict)
         self.evidence = StageFile(self.out / STAGE_FILES["retrieval"], ClaimEvidence.from_dict)
         self.verdict = StageFile(self.out / STAGE_FILES["verdict"], Prediction.from_dict)
-        for sf in (self.hyde, self.evidence, self.verdict):
+        self.followup_q = StageFile(self.out / STAGE_FILES["followup_questions"], HydeResult.from_dict)
+        self.followup = StageFile(self.out / STAGE_FILES["followup"], ClaimEvidence.from_dict)
+        for sf in (self.hyde, self.evidence, self.followup_q, self.followup, self.verdict):
             if sf.repaired_bytes:
                 log.warning("%s: cut a torn last line (%d bytes) left by an interrupted run", sf.path, sf.repaired_bytes)
         self.planner = (
@@ -241,12 +243,22 @@ class _Run:
             return self.opts.overlap
         return self.cfg.hyde.llm.backend in ("vllm", "openai_http")
 
+    # ------------------------------------------------ follow-up round (optional)
+    def stage_followup(self, claims: list[Claim], level: int) -> None:
+        if self.cfg.followup.enabled:
+            _FollowupRound(self, level).execute(claims)
+
+    def final_evidence(self) -> StageFile:
+        """The evidence stage 3 reads: stage 2's, or with the follow-up round its merge."""
+        return self.followup if self.cfg.followup.enabled else self.evidence
+
     # ------------------------------------------------------------------ stage 3
     def stage_verdict(self, claims: list[Claim], level: int) -> None:
         from sanctuary_local.stages import verdict as verdict_stage
 
-        todo = [(c, self.hyde.records[c.index], self.evidence.records[c.index])
-                for c in claims if c.index not in self.verdict and c.index in self.evidence]
+        evidence = self.final_evidence()
+        todo = [(c, self.hyde.records[c.index], evidence.records[c.index])
+                for c in claims if c.index not in self.verdict and c.index in evidence]
         if not todo:
             return
         self.stops.check()
@@ -275,7 +287,12 @@ class _Run:
         else:
             self.stage_hyde(self.claims, 0)
             self.stage_retrieval(self.claims, 0)
+        self.stage_followup(self.claims, 0)
         self.stage_verdict(self.claims, 0)
+
+    def stage_names(self) -> tuple[str, ...]:
+        """The stages this run executes, in order (the follow-up round only when enabled)."""
+        return STAGES if not self.cfg.followup.enabled else (*STAGES[:-1], "followup", STAGES[-1])
 
     def _execute_budgeted(self, planner: BudgetPlanner) -> None:
         """A pilot of the first claims at full settings, then each stage of the rest at the
@@ -283,11 +300,12 @@ class _Run:
         claims = self.claims
         pilot_n = min(len(claims), max(2, min(8, len(claims) // 20)))
         pilot, rest = claims[:pilot_n], claims[pilot_n:]
-        for name in STAGES:
+        stages = self.stage_names()
+        for name in stages:
             getattr(self, f"stage_{name}")(pilot, 0)
-        for i, name in enumerate(STAGES):
+        for i, name in enumerate(stages):
             per_claim = self.reporter.per_claim_costs()
-            level = planner.choose(time.perf_counter() - self.t0, pilot_n, per_claim, STAGES[i:], len(rest))
+            level = planner.choose(time.perf_counter() - self.t0, pilot_n, per_claim, stages[i:], len(rest))
             log.info("budget: stage %s runs the remaining %d claims at level %d (projected %.1f s/claim, budget %.1f)",
                      name, len(rest), level, planner.projected_s or 0.0, planner.budget_s)
             self.reporter.note_budget(name, level, planner.projected_s)
@@ -349,15 +367,90 @@ class _OverlappedRetrieval:
             self.st.advance()
 
 
+class _FollowupRound:
+    """The optional follow-up round (``stages/followup.py``): the stage-1 model writes new
+    questions for the claims whose questions found nothing, stage 2 runs them, and the
+    merged evidence is what stage 3 reads. Both steps are recorded claim by claim (a
+    resumed run redoes neither); a claim without gaps costs no model call."""
+
+    def __init__(self, run: _Run, level: int) -> None:
+        self.run, self.level = run, level
+
+    def execute(self, claims: list[Claim]) -> None:
+        from sanctuary_local.stages import followup as fu
+        from sanctuary_local.stages.evidence import run_retrieval
+
+        r = self.run
+        todo = [c for c in claims if c.index not in r.followup and c.index in r.evidence]
+        if not todo:
+            return
+        r.stops.check()
+        cfg = apply_level(r.cfg, self.level)
+        extra = {"budget_level": self.level}
+        with r.reporter.stage("followup", len(todo)) as st:
+            ask = [c for c in todo if c.index not in r.followup_q]
+            need = [(c, r.evidence.records[c.index]) for c in ask if fu.needs_followup(r.evidence.records[c.index], cfg.followup)]
+            asked = {c.index for c, _ in need}
+            for c in ask:
+                if c.index not in asked:
+                    r.followup_q.append(c.index, fu.no_followup(c.index), {"seconds": 0.0, **extra})
+            if need:
+                waves = _llm_waves(st, cfg.hyde.llm, cfg.models_dir, need, _wave_size(cfg.hyde.llm),
+                                   lambda backend, w: fu.run_followup(w, backend, cfg.followup),
+                                   lambda x, e: _followup_fallback(x[0], e))
+                with closing(waves):
+                    for wave, results, per in waves:
+                        for (c, _), q in zip(wave, results):
+                            r.followup_q.append(c.index, q, {"seconds": per, **extra})
+                            st.tokens(q.generation.prompt_tokens, q.generation.completion_tokens)
+                        r.stops.check()
+            questions = [r.followup_q.records[c.index] for c in todo]
+
+            def done(ev: ClaimEvidence | None, q: Any) -> None:
+                if ev is not None and not r.stops.keep(ev):
+                    return
+                merged = fu.merge_evidence(r.evidence.records[q.claim_index], ev, q)
+                secs = float(r.followup_q.extras.get(q.claim_index, {}).get("seconds", 0.0))
+                secs += float(ev.timings.get("total", 0.0)) if ev is not None else 0.0
+                r.followup.append(q.claim_index, merged, {"seconds": secs, **extra})
+                st.advance()
+
+            for q in questions:
+                if not q.queries:
+                    done(None, q)
+            by_claim = {q.claim_index: q for q in questions if q.queries}
+            if by_claim:
+                run_retrieval(r.opts.store, list(by_claim.values()), cfg.retrieval, models_dir=cfg.models_dir,
+                              workers=cfg.retrieval.workers, on_result=lambda ev: done(ev, by_claim[ev.claim_index]),
+                              should_stop=r.stops.stopping)
+        r.stops.check()
+
+
+def _followup_fallback(claim: Claim, exc: Exception) -> HydeResult:
+    return HydeResult(claim.index, None, (), "", (f"followup_llm_error: {type(exc).__name__}: {exc}"[:300], "followup_unusable"))
+
+
 def _with_upstream(run: _Run, claim: Claim, p: Prediction, verdict_s: float, level: int, cfg: Config) -> Prediction:
     """Attach per-stage timings, budget knobs and upstream (stage 1 and 2) flags to a prediction."""
     h_extra, e_extra = run.hyde.extras.get(claim.index, {}), run.evidence.extras.get(claim.index, {})
     timings = {"hyde_s": h_extra.get("seconds", 0.0), "retrieval_s": e_extra.get("seconds", 0.0), "verdict_s": verdict_s}
+    upstream = [*run.hyde.records[claim.index].flags, *run.final_evidence().records[claim.index].flags]
+    if run.cfg.followup.enabled:
+        timings["followup_s"] = run.followup.extras.get(claim.index, {}).get("seconds", 0.0)
     flags = list(p.flags)
-    for f in (*run.hyde.records[claim.index].flags, *run.evidence.records[claim.index].flags):
+    for f in upstream:
         if f not in flags:
             flags.append(f)
     meta = dict(p.meta)
+    if run.cfg.followup.enabled:
+        from sanctuary_local.stages.followup import followup_prompt_hash
+
+        q = run.followup_q.records[claim.index]
+        n_first = len(run.evidence.records[claim.index].queries)
+        new = run.final_evidence().records[claim.index].queries[n_first:]
+        meta["followup"] = {"questions": [x.question for x in q.queries], "found": sum(bool(x.snippets) for x in new),
+                            "prompt_tokens": q.generation.prompt_tokens, "completion_tokens": q.generation.completion_tokens,
+                            "cached_tokens": q.generation.cached_tokens, "prompt_hash": followup_prompt_hash(cfg.followup.prompt)}
     if run.planner is not None:
         lv = {"hyde": h_extra.get("budget_level", 0), "retrieval": e_extra.get("budget_level", 0), "verdict": level}
         meta["budget"] = {"levels": lv, "knobs": knobs(cfg)}
@@ -456,10 +549,11 @@ def run_pipeline(opts: RunOptions, stop: StopRequest | None = None) -> RunSummar
         n_degraded += bool(rs)
         reasons.update(rs)
     with _storage_errors(run.out):
-        timings = run.reporter.finalize(preds, run.hyde, run.evidence, run.verdict, n_selected=len(run.claims))
+        timings = run.reporter.finalize(preds, run.hyde, run.evidence, run.verdict, n_selected=len(run.claims),
+                                        followup=run.followup if run.cfg.followup.enabled else None)
     if interrupted is not None:
-        counts = ", ".join(f"stage {i} {sum(c.index in sf for c in run.claims)}/{len(run.claims)}"
-                           for i, sf in enumerate((run.hyde, run.evidence, run.verdict), start=1))
+        files = {"1": run.hyde, "2": run.evidence, **({"2b": run.followup} if run.cfg.followup.enabled else {}), "3": run.verdict}
+        counts = ", ".join(f"stage {i} {sum(c.index in sf for c in run.claims)}/{len(run.claims)}" for i, sf in files.items())
         done = RunInterrupted(interrupted.signum, len(preds), len(run.claims), counts)
         log.warning("%s; rerun the same command to resume", done)
         raise done

@@ -10,7 +10,8 @@ open offline. Everything from the claims, the store and the model is HTML-escape
 
 Inputs, all read-only: ``RUN_DIR/predictions.json`` (required), ``stage2_evidence.jsonl``
 (the snippets per question; without it the official evidence list is shown, numbered
-E1…), ``run_state.json`` (the store the run used, unless ``store`` is given) and the
+E1…; a claim the follow-up round merged new questions into is read from
+``stage2c_followup_evidence.jsonl``, which is what its verdict prompt saw), ``run_state.json`` (the store the run used, unless ``store`` is given) and the
 knowledge store (without it the snippet is shown alone, with a note).
 """
 
@@ -305,7 +306,7 @@ def write_report(run_dir: Path, out: Path | None = None, store: Path | None = No
     tick = progress or (lambda done, total: None)
     run_dir = Path(run_dir)
     preds = _read_predictions(run_dir, claims_range)
-    stage2 = _read_stage2(run_dir / "stage2_evidence.jsonl")
+    stage2 = {**_read_stage2(run_dir / "stage2_evidence.jsonl"), **_read_stage2(run_dir / "stage2c_followup_evidence.jsonl")}
     ks, why_not = open_store(run_dir, store)
     out = Path(out) if out is not None else run_dir / "report"
     try:

@@ -30,6 +30,10 @@ T = TypeVar("T")
 STAGE_FILES = {
     "hyde": "stage1_hyde.jsonl",
     "retrieval": "stage2_evidence.jsonl",
+    # followup.enabled (issue 15, mode 2): the follow-up questions, then the evidence with
+    # their round merged in (what stage 3 reads then).
+    "followup_questions": "stage2b_followup_questions.jsonl",
+    "followup": "stage2c_followup_evidence.jsonl",
     "verdict": "stage3_predictions.jsonl",
 }
 STATE_FILE = "run_state.json"
