@@ -35,7 +35,7 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.ids import file_sha256
 from sanctuary_local.interrupt import RunInterrupted, StopRequest
 from sanctuary_local.models import set_offline_env
-from sanctuary_local.records import ClaimEvidence, Claim, HydeResult, Prediction
+from sanctuary_local.records import ClaimEvidence, Claim, Decomposition, HydeResult, Prediction
 from sanctuary_local.reporting import RunReporter
 from sanctuary_local.run_types import RunOptions, RunSummary
 from sanctuary_local.runstate import STAGE_FILES, StageFile, check_state, storage_error
@@ -179,15 +179,56 @@ class _Run:
         self.hyde = StageFile(self.out / STAGE_FILES["hyde"], HydeResult.from_dict)
         self.evidence = StageFile(self.out / STAGE_FILES["retrieval"], ClaimEvidence.from_dict)
         self.verdict = StageFile(self.out / STAGE_FILES["verdict"], Prediction.from_dict)
+        self.decompose = StageFile(self.out / STAGE_FILES["decompose"], Decomposition.from_dict)
         self.followup_q = StageFile(self.out / STAGE_FILES["followup_questions"], HydeResult.from_dict)
         self.followup = StageFile(self.out / STAGE_FILES["followup"], ClaimEvidence.from_dict)
-        for sf in (self.hyde, self.evidence, self.followup_q, self.followup, self.verdict):
+        for sf in (self.decompose, self.hyde, self.evidence, self.followup_q, self.followup, self.verdict):
             if sf.repaired_bytes:
                 log.warning("%s: cut a torn last line (%d bytes) left by an interrupted run", sf.path, sf.repaired_bytes)
+        from sanctuary_local.stages.trust import load_trust
+
+        self.trust = load_trust(cfg.retrieval.trust_file, cfg.retrieval.trust_default)
         self.planner = (
             BudgetPlanner(cfg, opts.budget_s, len(self.claims)) if opts.budget_s else None
         )
         self.t0 = time.perf_counter()
+
+    # ------------------------------------------------- stage 0: decomposition (optional)
+    def stage_decompose(self, claims: list[Claim], level: int) -> None:
+        from sanctuary_local.stages.decompose import run_decompose
+
+        if not self.cfg.decompose.enabled:
+            return
+        todo = [c for c in claims if c.index not in self.decompose]
+        if not todo:
+            return
+        self.stops.check()
+        cfg = apply_level(self.cfg, level)
+        with self.reporter.stage("decompose", len(todo)) as st:
+            waves = _llm_waves(st, cfg.hyde.llm, cfg.models_dir, todo, _wave_size(cfg.hyde.llm),
+                               lambda backend, w: run_decompose(w, backend, cfg.decompose),
+                               lambda c, e: _decompose_fallback(c, e))
+            with closing(waves):
+                for wave, results, per in waves:
+                    for c, d in zip(wave, results):
+                        self.decompose.append(c.index, d, {"seconds": per, "budget_level": level})
+                        st.advance(d.generation.prompt_tokens, d.generation.completion_tokens)
+                    self.stops.check()
+
+    def trusted(self, ev: ClaimEvidence) -> ClaimEvidence:
+        """Stage-2 evidence as recorded: re-ranked by the user's trust weights when
+        ``retrieval.trust_file`` is set (``stages/trust.py``), else as retrieved."""
+        from sanctuary_local.stages.trust import apply_trust
+
+        return apply_trust(ev, self.trust)
+
+    def retrieval_input(self, h: HydeResult) -> HydeResult:
+        """Stage 2's queries of a claim: its stage-1 questions, plus its parts when decomposed."""
+        if not self.cfg.decompose.enabled:
+            return h
+        from sanctuary_local.stages.decompose import with_component_queries
+
+        return with_component_queries(h, self.decompose.records.get(h.claim_index))
 
     # ------------------------------------------------------------------ stage 1
     def stage_hyde(self, claims: list[Claim], level: int,
@@ -219,7 +260,8 @@ class _Run:
     def stage_retrieval(self, claims: list[Claim], level: int) -> None:
         from sanctuary_local.stages.evidence import run_retrieval
 
-        todo = [self.hyde.records[c.index] for c in claims if c.index not in self.evidence and c.index in self.hyde]
+        todo = [self.retrieval_input(self.hyde.records[c.index]) for c in claims
+                if c.index not in self.evidence and c.index in self.hyde]
         if not todo:
             return
         self.stops.check()
@@ -227,7 +269,8 @@ class _Run:
         with self.reporter.stage("retrieval", len(todo)) as st:
             def done(ev: ClaimEvidence) -> None:
                 if self.stops.keep(ev):
-                    self.evidence.append(ev.claim_index, ev, {"seconds": float(ev.timings.get("total", 0.0)), "budget_level": level})
+                    self.evidence.append(ev.claim_index, self.trusted(ev),
+                                         {"seconds": float(ev.timings.get("total", 0.0)), "budget_level": level})
                     st.advance()
 
             run_retrieval(self.opts.store, todo, cfg.retrieval, models_dir=cfg.models_dir,
@@ -264,8 +307,15 @@ class _Run:
         self.stops.check()
         cfg = apply_level(self.cfg, level)
 
+        def parts(c: Claim) -> Any:
+            d = self.decompose.records.get(c.index) if cfg.decompose.enabled else None
+            if d is None or len(d.components) < 2:
+                return None
+            return verdict_stage.Parts(d.components, cfg.decompose.verdict_prompt)
+
         def run(backend: Any, w: list[tuple[Claim, HydeResult, ClaimEvidence]]) -> list[Prediction]:
-            return verdict_stage.run_verdict([x[0] for x in w], [x[1] for x in w], [x[2] for x in w], backend, cfg.verdict)
+            return verdict_stage.run_verdict([x[0] for x in w], [x[1] for x in w], [x[2] for x in w], backend, cfg.verdict,
+                                             [parts(x[0]) for x in w])
 
         with self.reporter.stage("verdict", len(todo)) as st:
             waves = _llm_waves(st, cfg.verdict.llm, cfg.models_dir, todo, _wave_size(cfg.verdict.llm), run,
@@ -282,6 +332,7 @@ class _Run:
     def execute(self) -> None:
         if self.planner is not None:
             return self._execute_budgeted(self.planner)
+        self.stage_decompose(self.claims, 0)
         if self.overlapping():
             self.stage_hyde_overlapping_retrieval(self.claims, 0)
         else:
@@ -292,7 +343,8 @@ class _Run:
 
     def stage_names(self) -> tuple[str, ...]:
         """The stages this run executes, in order (the follow-up round only when enabled)."""
-        return STAGES if not self.cfg.followup.enabled else (*STAGES[:-1], "followup", STAGES[-1])
+        return (*(("decompose",) if self.cfg.decompose.enabled else ()), *STAGES[:-1],
+                *(("followup",) if self.cfg.followup.enabled else ()), STAGES[-1])
 
     def _execute_budgeted(self, planner: BudgetPlanner) -> None:
         """A pilot of the first claims at full settings, then each stage of the rest at the
@@ -300,7 +352,7 @@ class _Run:
         claims = self.claims
         pilot_n = min(len(claims), max(2, min(8, len(claims) // 20)))
         pilot, rest = claims[:pilot_n], claims[pilot_n:]
-        stages = self.stage_names()
+        stages = self.stage_names()  # the overlapped stages 1+2 are not used under a budget
         for name in stages:
             getattr(self, f"stage_{name}")(pilot, 0)
         for i, name in enumerate(stages):
@@ -349,7 +401,7 @@ class _OverlappedRetrieval:
     def submit(self, results: list[HydeResult]) -> None:
         for h in results:
             if h.claim_index not in self.run.evidence:
-                fut = self.pool.submit(h)
+                fut = self.pool.submit(self.run.retrieval_input(h))
                 self.futures.append(fut)
                 fut.add_done_callback(self.done)
 
@@ -359,7 +411,7 @@ class _OverlappedRetrieval:
             return
         with self.lock:  # callbacks may come from the pool's thread
             try:
-                r.evidence.append(ev.claim_index, ev, {"seconds": float(ev.timings.get("total", 0.0)),
+                r.evidence.append(ev.claim_index, r.trusted(ev), {"seconds": float(ev.timings.get("total", 0.0)),
                                                        "budget_level": self.level, "overlapped": True})
             except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread (stops.check)
                 r.stops.fault = r.stops.fault or exc
@@ -409,7 +461,7 @@ class _FollowupRound:
             def done(ev: ClaimEvidence | None, q: Any) -> None:
                 if ev is not None and not r.stops.keep(ev):
                     return
-                merged = fu.merge_evidence(r.evidence.records[q.claim_index], ev, q)
+                merged = fu.merge_evidence(r.evidence.records[q.claim_index], r.trusted(ev) if ev is not None else None, q)
                 secs = float(r.followup_q.extras.get(q.claim_index, {}).get("seconds", 0.0))
                 secs += float(ev.timings.get("total", 0.0)) if ev is not None else 0.0
                 r.followup.append(q.claim_index, merged, {"seconds": secs, **extra})
@@ -426,6 +478,11 @@ class _FollowupRound:
         r.stops.check()
 
 
+def _decompose_fallback(claim: Claim, exc: Exception) -> Decomposition:
+    return Decomposition(claim.index, (claim.text.strip(),), None, (), "", "",
+                         (f"decompose_llm_error: {type(exc).__name__}: {exc}"[:300], "decompose_fallback"))
+
+
 def _followup_fallback(claim: Claim, exc: Exception) -> HydeResult:
     return HydeResult(claim.index, None, (), "", (f"followup_llm_error: {type(exc).__name__}: {exc}"[:300], "followup_unusable"))
 
@@ -435,6 +492,9 @@ def _with_upstream(run: _Run, claim: Claim, p: Prediction, verdict_s: float, lev
     h_extra, e_extra = run.hyde.extras.get(claim.index, {}), run.evidence.extras.get(claim.index, {})
     timings = {"hyde_s": h_extra.get("seconds", 0.0), "retrieval_s": e_extra.get("seconds", 0.0), "verdict_s": verdict_s}
     upstream = [*run.hyde.records[claim.index].flags, *run.final_evidence().records[claim.index].flags]
+    if run.cfg.decompose.enabled and claim.index in run.decompose:
+        upstream = [*run.decompose.records[claim.index].flags, *upstream]
+        timings["decompose_s"] = run.decompose.extras.get(claim.index, {}).get("seconds", 0.0)
     if run.cfg.followup.enabled:
         timings["followup_s"] = run.followup.extras.get(claim.index, {}).get("seconds", 0.0)
     flags = list(p.flags)
@@ -451,6 +511,13 @@ def _with_upstream(run: _Run, claim: Claim, p: Prediction, verdict_s: float, lev
         meta["followup"] = {"questions": [x.question for x in q.queries], "found": sum(bool(x.snippets) for x in new),
                             "prompt_tokens": q.generation.prompt_tokens, "completion_tokens": q.generation.completion_tokens,
                             "cached_tokens": q.generation.cached_tokens, "prompt_hash": followup_prompt_hash(cfg.followup.prompt)}
+    if run.cfg.decompose.enabled and claim.index in run.decompose:
+        from sanctuary_local.stages.decompose import decompose_prompt_hash
+
+        d = run.decompose.records[claim.index]
+        meta["decomposition"] = {"components": list(d.components), "exhaustive": d.exhaustive, "added": list(d.added),
+                                 "prompt_tokens": d.generation.prompt_tokens, "completion_tokens": d.generation.completion_tokens,
+                                 "prompt_hash": decompose_prompt_hash(cfg.decompose)}
     if run.planner is not None:
         lv = {"hyde": h_extra.get("budget_level", 0), "retrieval": e_extra.get("budget_level", 0), "verdict": level}
         meta["budget"] = {"levels": lv, "knobs": knobs(cfg)}
@@ -550,7 +617,8 @@ def run_pipeline(opts: RunOptions, stop: StopRequest | None = None) -> RunSummar
         reasons.update(rs)
     with _storage_errors(run.out):
         timings = run.reporter.finalize(preds, run.hyde, run.evidence, run.verdict, n_selected=len(run.claims),
-                                        followup=run.followup if run.cfg.followup.enabled else None)
+                                        followup=run.followup if run.cfg.followup.enabled else None,
+                                        decompose=run.decompose if run.cfg.decompose.enabled else None)
     if interrupted is not None:
         files = {"1": run.hyde, "2": run.evidence, **({"2b": run.followup} if run.cfg.followup.enabled else {}), "3": run.verdict}
         counts = ", ".join(f"stage {i} {sum(c.index in sf for c in run.claims)}/{len(run.claims)}" for i, sf in files.items())

@@ -117,7 +117,8 @@ class RunReporter:
         self._setup_log()
         self.stats: dict[str, dict[str, Any]] = {
             s: {"total_s": 0.0, "load_s": 0.0, "tokens_in": 0, "tokens_out": 0, "n": 0}
-            for s in ("hyde", "retrieval", *(("followup",) if cfg.followup.enabled else ()), "verdict")
+            for s in (*(("decompose",) if cfg.decompose.enabled else ()), "hyde", "retrieval",
+                      *(("followup",) if cfg.followup.enabled else ()), "verdict")
         }
         self.budget_notes: list[dict[str, Any]] = []
         self.progress = Progress(
@@ -175,7 +176,8 @@ class RunReporter:
 
     # ------------------------------------------------------------------ outputs
     def finalize(self, preds: list[Prediction], hyde: StageFile, evidence: StageFile, verdict: StageFile,
-                 n_selected: int | None = None, followup: StageFile | None = None) -> dict[str, Any]:
+                 n_selected: int | None = None, followup: StageFile | None = None,
+                 decompose: StageFile | None = None) -> dict[str, Any]:
         """Write the outputs for ``preds``: all selected claims, or after an interrupted run
         the finished ones (then ``timings.json`` says ``"complete": false``)."""
         from sanctuary_local.io.predictions import predictions_to_leaderboard, write_predictions_json
@@ -186,6 +188,8 @@ class RunReporter:
         files = {"hyde": hyde, "retrieval": evidence, "verdict": verdict}
         if followup is not None:
             files["followup"] = followup
+        if decompose is not None:
+            files["decompose"] = decompose
         timings = self._timings(preds, files)
         n_selected = len(preds) if n_selected is None else n_selected
         timings = {"complete": len(preds) == n_selected, "n_selected": n_selected, **timings}

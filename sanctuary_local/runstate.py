@@ -28,6 +28,7 @@ from sanctuary_local.io.leaderboard import atomic_write_bytes
 T = TypeVar("T")
 
 STAGE_FILES = {
+    "decompose": "stage0_decompose.jsonl",  # decompose.enabled (issue 15, mode 3)
     "hyde": "stage1_hyde.jsonl",
     "retrieval": "stage2_evidence.jsonl",
     # followup.enabled (issue 15, mode 2): the follow-up questions, then the evidence with
