@@ -153,8 +153,27 @@ def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int
         claim=html.escape(pred.claim),
         verdict=html.escape(pred.label), verdict_class=re.sub(r"[^A-Za-z]", "", pred.label),
         provisional=html.escape(pred.provisional_label or "none"), flags=_flags_html(tuple(map(str, pred.flags))),
-        justification=_linkify(pred.justification or "(no justification)", {s.label: s.anchor for s in snippets}),
+        justification=_parts_html(pred) + _linkify(pred.justification or "(no justification)", {s.label: s.anchor for s in snippets}),
         n_evidence=len(snippets), store_note=note, evidence="\n".join(blocks) or '<p class="meta">no evidence</p>')
+
+
+def _parts_html(pred: Prediction) -> str:
+    """The parts of a decomposed claim (``decompose.enabled``) with their labels and how the
+    claim's label follows from them; "" for a claim verified whole."""
+    comp = pred.meta.get("components") if isinstance(pred.meta, dict) else None
+    if not isinstance(comp, dict) or not isinstance(comp.get("parts"), list):
+        return ""
+    items = []
+    for part in comp["parts"]:
+        if not isinstance(part, dict):
+            continue
+        lbl = part.get("label") if isinstance(part.get("label"), str) else None
+        badge = (f'<span class="verdict v-{re.sub(r"[^A-Za-z]", "", lbl)}">{html.escape(lbl)}</span>' if lbl
+                 else '<span class="meta">no label</span>')
+        items.append(f"<li>{html.escape(str(part.get('text', '')))} {badge}</li>")
+    how = ("the claim's label is the AND of its parts' labels" if comp.get("and_label")
+           else "not every part got a label: the model's own label stands")
+    return f'<p class="meta">Parts of the claim ({html.escape(how)}):</p><ol class="parts">{"".join(items)}</ol>'
 
 
 def _index_row(p: Prediction) -> str:

@@ -177,3 +177,18 @@ def test_bad_trust_files_name_the_file_and_entry(tmp_path: Path, content, match:
     assert str(f) in str(exc.value)
     with pytest.raises(UserError, match="cannot read the trust file"):
         load_trust(str(tmp_path / "missing.toml"))
+
+
+def test_report_shows_the_parts_and_their_labels_escaped() -> None:
+    from sanctuary_local.records import Prediction
+    from sanctuary_local.report import render_claim
+
+    meta = {"components": {"parts": [{"text": "Nike made <b>shoes</b>.", "label": SUPPORTED},
+                                     {"text": "They contain blood.", "label": None}],
+                           "model_label": NEE, "and_label": None}}
+    page = render_claim(Prediction(3, "c3", CLAIM.text, NEE, meta=meta), [], None)
+    assert "<li>Nike made &lt;b&gt;shoes&lt;/b&gt;. <span class=\"verdict v-Supported\">Supported</span></li>" in page
+    assert "<li>They contain blood. <span class=\"meta\">no label</span></li>" in page
+    assert "the model&#x27;s own label stands" in page
+    whole = render_claim(Prediction(3, "c3", CLAIM.text, NEE), [], None)
+    assert 'class="parts"' not in whole
