@@ -197,23 +197,11 @@ class _Run:
     def stage_decompose(self, claims: list[Claim], level: int) -> None:
         from sanctuary_local.stages.decompose import run_decompose
 
-        if not self.cfg.decompose.enabled:
-            return
-        todo = [c for c in claims if c.index not in self.decompose]
-        if not todo:
-            return
-        self.stops.check()
-        cfg = apply_level(self.cfg, level)
-        with self.reporter.stage("decompose", len(todo)) as st:
-            waves = _llm_waves(st, cfg.hyde.llm, cfg.models_dir, todo, _wave_size(cfg.hyde.llm),
-                               lambda backend, w: run_decompose(w, backend, cfg.decompose),
-                               lambda c, e: _decompose_fallback(c, e))
-            with closing(waves):
-                for wave, results, per in waves:
-                    for c, d in zip(wave, results):
-                        self.decompose.append(c.index, d, {"seconds": per, "budget_level": level})
-                        st.advance(d.generation.prompt_tokens, d.generation.completion_tokens)
-                    self.stops.check()
+        todo = [c for c in claims if c.index not in self.decompose] if self.cfg.decompose.enabled else []
+        if todo:
+            cfg = apply_level(self.cfg, level)
+            _generate(self, "decompose", self.decompose, todo, cfg.hyde.llm, _wave_size(cfg.hyde.llm), level,
+                      lambda backend, w: run_decompose(w, backend, cfg.decompose), _decompose_fallback)
 
     def trusted(self, ev: ClaimEvidence) -> ClaimEvidence:
         """Stage-2 evidence as recorded: re-ranked by the user's trust weights when
@@ -238,23 +226,13 @@ class _Run:
         todo = [c for c in claims if c.index not in self.hyde]
         if not todo:
             return
-        self.stops.check()
         cfg = apply_level(self.cfg, level)
         size = _wave_size(cfg.hyde.llm)
         if n_waves > 1:  # overlapping: at least n_waves waves so stage 2 starts early
             size = max(1, min(size, max(8, -(-len(todo) // n_waves))))
-        with self.reporter.stage("hyde", len(todo)) as st:
-            waves = _llm_waves(st, cfg.hyde.llm, cfg.models_dir, todo, size,
-                               lambda backend, w: hyde_stage.run_hyde(w, backend, cfg.hyde),
-                               lambda c, e: _hyde_fallback(c, cfg, e))
-            with closing(waves):
-                for wave, results, per in waves:
-                    for c, r in zip(wave, results):
-                        self.hyde.append(c.index, r, {"seconds": per, "budget_level": level})
-                        st.advance(r.generation.prompt_tokens, r.generation.completion_tokens)
-                    if on_wave is not None:
-                        on_wave(results)
-                    self.stops.check()
+        _generate(self, "hyde", self.hyde, todo, cfg.hyde.llm, size, level,
+                  lambda backend, w: hyde_stage.run_hyde(w, backend, cfg.hyde), lambda c, e: _hyde_fallback(c, cfg, e),
+                  on_wave)
 
     # ------------------------------------------------------------------ stage 2
     def stage_retrieval(self, claims: list[Claim], level: int) -> None:
@@ -331,7 +309,7 @@ class _Run:
     # --------------------------------------------------------------- execution
     def execute(self) -> None:
         if self.planner is not None:
-            return self._execute_budgeted(self.planner)
+            return _execute_budgeted(self, self.planner)
         self.stage_decompose(self.claims, 0)
         if self.overlapping():
             self.stage_hyde_overlapping_retrieval(self.claims, 0)
@@ -342,26 +320,27 @@ class _Run:
         self.stage_verdict(self.claims, 0)
 
     def stage_names(self) -> tuple[str, ...]:
-        """The stages this run executes, in order (the follow-up round only when enabled)."""
+        """The stages this run executes, in order (decomposition and follow-up round only when enabled)."""
         return (*(("decompose",) if self.cfg.decompose.enabled else ()), *STAGES[:-1],
                 *(("followup",) if self.cfg.followup.enabled else ()), STAGES[-1])
 
-    def _execute_budgeted(self, planner: BudgetPlanner) -> None:
-        """A pilot of the first claims at full settings, then each stage of the rest at the
-        level the planner picks from the measured per-claim costs."""
-        claims = self.claims
-        pilot_n = min(len(claims), max(2, min(8, len(claims) // 20)))
-        pilot, rest = claims[:pilot_n], claims[pilot_n:]
-        stages = self.stage_names()  # the overlapped stages 1+2 are not used under a budget
-        for name in stages:
-            getattr(self, f"stage_{name}")(pilot, 0)
-        for i, name in enumerate(stages):
-            per_claim = self.reporter.per_claim_costs()
-            level = planner.choose(time.perf_counter() - self.t0, pilot_n, per_claim, stages[i:], len(rest))
-            log.info("budget: stage %s runs the remaining %d claims at level %d (projected %.1f s/claim, budget %.1f)",
-                     name, len(rest), level, planner.projected_s or 0.0, planner.budget_s)
-            self.reporter.note_budget(name, level, planner.projected_s)
-            getattr(self, f"stage_{name}")(rest, level)
+
+def _execute_budgeted(run: _Run, planner: BudgetPlanner) -> None:
+    """A pilot of the first claims at full settings, then each stage of the rest at the
+    level the planner picks from the measured per-claim costs."""
+    claims = run.claims
+    pilot_n = min(len(claims), max(2, min(8, len(claims) // 20)))
+    pilot, rest = claims[:pilot_n], claims[pilot_n:]
+    stages = run.stage_names()  # the overlapped stages 1+2 are not used under a budget
+    for name in stages:
+        getattr(run, f"stage_{name}")(pilot, 0)
+    for i, name in enumerate(stages):
+        per_claim = run.reporter.per_claim_costs()
+        level = planner.choose(time.perf_counter() - run.t0, pilot_n, per_claim, stages[i:], len(rest))
+        log.info("budget: stage %s runs the remaining %d claims at level %d (projected %.1f s/claim, budget %.1f)",
+                 name, len(rest), level, planner.projected_s or 0.0, planner.budget_s)
+        run.reporter.note_budget(name, level, planner.projected_s)
+        getattr(run, f"stage_{name}")(rest, level)
 
 
 class _OverlappedRetrieval:
@@ -485,6 +464,24 @@ def _decompose_fallback(claim: Claim, exc: Exception) -> Decomposition:
 
 def _followup_fallback(claim: Claim, exc: Exception) -> HydeResult:
     return HydeResult(claim.index, None, (), "", (f"followup_llm_error: {type(exc).__name__}: {exc}"[:300], "followup_unusable"))
+
+
+def _generate(run: _Run, name: str, sf: StageFile, todo: list[Claim], llm_cfg: Any, size: int, level: int,
+              work: Callable[[Any, list[Claim]], list[Any]], fallback: Callable[[Claim, Exception], Any],
+              on_wave: Callable[[list[Any]], None] | None = None) -> None:
+    """An LLM stage over ``todo``: the model loaded once, wave by wave, each claim's record
+    (a result with a ``generation``) appended to ``sf`` as soon as its wave is done."""
+    run.stops.check()
+    with run.reporter.stage(name, len(todo)) as st:
+        waves = _llm_waves(st, llm_cfg, run.cfg.models_dir, todo, size, work, fallback)
+        with closing(waves):
+            for wave, results, per in waves:
+                for c, r in zip(wave, results):
+                    sf.append(c.index, r, {"seconds": per, "budget_level": level})
+                    st.advance(r.generation.prompt_tokens, r.generation.completion_tokens)
+                if on_wave is not None:
+                    on_wave(results)
+                run.stops.check()
 
 
 def _with_upstream(run: _Run, claim: Claim, p: Prediction, verdict_s: float, level: int, cfg: Config) -> Prediction:
