@@ -77,6 +77,16 @@ def test_parse_keeps_new_questions_numbered_after_the_old_ones() -> None:
     assert "followup_unusable" not in flags and not any(f.startswith("hyde_") for f in flags)
 
 
+def test_a_question_written_as_the_answer_of_a_template_slot_is_taken() -> None:
+    # what Qwen2.5-Coder-0.5B wrote on the first example claim
+    out = ('{"evidence": {"Question-1": ["Did the Eiffel Tower grow by 15 cm in summer? A post says it gets taller."], '
+           '"Question-2": ["Why did the Eiffel Tower grow?"], "Question-3": ["no question here"]}}')
+    queries, flags = parse_followup(out, CLAIM, EV, FollowupConfig())
+    assert [(x.question, x.answers) for x in queries] == [
+        ("Did the Eiffel Tower grow by 15 cm in summer?", ("A post says it gets taller.",)),
+        ("Why did the Eiffel Tower grow?", ())]
+
+
 @pytest.mark.parametrize("garbage", ["", "I cannot help with that.", '{"evidence": {}}', '{"evidence": {"Question-1": ["Answer-1"]}}',
                                      "\x00\xff" * 50, '{"evidence": {"Question number 1?": ["x"]}}'])
 def test_unusable_output_gives_no_questions_and_a_flag(garbage: str) -> None:

@@ -80,7 +80,8 @@ def _key(text: str) -> str:
 def parse_followup(text: str, claim: Claim, ev: ClaimEvidence, cfg: FollowupConfig,
                    finish_reason: str = "") -> tuple[tuple[Query, ...], tuple[str, ...]]:
     """New queries (numbered after the claim's) and flags from a follow-up output; never
-    raises. Questions already asked (up to case and spacing) and template slots are dropped."""
+    raises. Questions already asked (up to case and spacing) and template slots are dropped
+    (a slot whose first answer is a question gives that question: ``_promote_slot_questions``)."""
     try:
         parsed = parse_hyde_output(text, truncated=finish_reason == "length")
     except Exception as exc:  # noqa: BLE001 - a parser bug must not kill a wave
@@ -88,7 +89,7 @@ def parse_followup(text: str, claim: Claim, ev: ClaimEvidence, cfg: FollowupConf
     flags = [f.replace("hyde_", "followup_", 1) for f in parsed.flags if f != "hyde_no_label"]
     seen = {_key(qe.query.question) for qe in ev.queries}
     queries: list[Query] = []
-    for question, answers in parsed.pairs:
+    for question, answers in _promote_slot_questions(parsed.pairs):
         question = " ".join(question.split())
         k = _key(question)
         if not k or is_placeholder(question) or k in seen:
@@ -101,6 +102,19 @@ def parse_followup(text: str, claim: Claim, ev: ClaimEvidence, cfg: FollowupConf
     if not queries:
         flags.append("followup_unusable")
     return tuple(queries), tuple(dict.fromkeys(flags))
+
+
+def _promote_slot_questions(pairs: Sequence[tuple[str, tuple[str, ...]]]) -> list[tuple[str, tuple[str, ...]]]:
+    """Small models copy the output format's slot as the key (``"Question-1": ["Why did
+    …?"]``) and write the question as its first answer: such a question is taken, the
+    text after its question mark (if any) as its answer."""
+    out = []
+    for question, answers in pairs:
+        if is_placeholder(question) and answers and "?" in answers[0]:
+            head, _, rest = answers[0].partition("?")
+            question, answers = head.strip() + "?", ((rest.strip(),) if rest.strip() else ()) + tuple(answers[1:])
+        out.append((question, answers))
+    return out
 
 
 def no_followup(claim_index: int) -> HydeResult:
