@@ -205,6 +205,8 @@ class DecomposeConfig:
     prompt: str = "decompose.txt"
     check_prompt: str = "decompose_check.txt"
     verdict_prompt: str = "verdict_components.txt"
+    parts_reask: str = "verdict_parts_label.txt"
+    """Asked once when the verdict does not label every part (e.g. cut off by max_tokens)."""
     max_components: int = 4
     check_rounds: int = 1
     """Exhaustiveness checks (LLM as judge; each may add missing parts); 0: no check."""

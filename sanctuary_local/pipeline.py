@@ -289,7 +289,7 @@ class _Run:
             d = self.decompose.records.get(c.index) if cfg.decompose.enabled else None
             if d is None or len(d.components) < 2:
                 return None
-            return verdict_stage.Parts(d.components, cfg.decompose.verdict_prompt)
+            return verdict_stage.Parts(d.components, cfg.decompose.verdict_prompt, cfg.decompose.parts_reask)
 
         def run(backend: Any, w: list[tuple[Claim, HydeResult, ClaimEvidence]]) -> list[Prediction]:
             return verdict_stage.run_verdict([x[0] for x in w], [x[1] for x in w], [x[2] for x in w], backend, cfg.verdict,

@@ -61,6 +61,16 @@ def test_parse_components_json_lines_and_garbage() -> None:
         assert parts == (CLAIM.text,) and "decompose_fallback" in flags
 
 
+def test_metadata_lines_and_restated_parts_are_dropped() -> None:
+    # what Qwen2.5-Coder-0.5B wrote on two example claims
+    out = ('{"parts": ["A town council in north Wales voted in 2021 to ban all petrol-powered lawnmowers from next summer.", '
+           '"The town council voted in 2021 to ban all petrol-powered lawnmowers from next summer.", '
+           '"Location ISO Code: GB", "Claim Date: 12-05-2023", "The ban starts next summer in Conwy county."]}')
+    parts, _ = parse_components(out, CLAIM, CFG)
+    assert parts == ("A town council in north Wales voted in 2021 to ban all petrol-powered lawnmowers from next summer.",
+                     "The ban starts next summer in Conwy county.")
+
+
 def test_parse_check() -> None:
     assert parse_check('{"is_exhaustive": true, "missing": []}') == (True, ())
     assert parse_check('{"is_exhaustive": "false", "missing": ["The shoes contain human blood.", "x"]}') == (
@@ -128,7 +138,19 @@ def test_stage3_uses_the_parts_prompt_and_the_and_of_the_parts() -> None:
                                               {"text": parts.components[1], "label": REFUTED}],
                                     "model_label": SUPPORTED, "and_label": REFUTED}
     assert whole.label == SUPPORTED and "components" not in whole.meta
-    backend = Scripted("Reasoning: fine.\nLabel: Not Enough Evidence")
+    # no Parts block: asked once for the parts' labels only, in the same conversation
+    backend = Scripted("Reasoning: fine.\nLabel: Not Enough Evidence", "Part 1: Supported\nPart 2: Supported")
+    [p] = run_verdict([CLAIM], [h], [ev], backend, cfg, [parts])
+    reask = backend.requests[1][0]
+    assert [m.role for m in reask.messages] == ["user", "assistant", "user"]
+    assert "Part 2: <label of: The shoes contain human blood.>" in reask.messages[2].content
+    assert p.label == SUPPORTED and {"components_reasked", "components_and_overrode"} <= set(p.flags)
+    # the re-ask labels only part 2 (the first answer had part 1): together they decide
+    backend = Scripted("Parts:\nPart 1: Refuted\nLabel: Refuted", "Part 2: Supported")
+    [p] = run_verdict([CLAIM], [h], [ev], backend, cfg, [parts])
+    assert p.label == REFUTED and p.meta["components"]["and_label"] == REFUTED
+    # a useless re-ask: the model's own label stands
+    backend = Scripted("Reasoning: fine.\nLabel: Not Enough Evidence", "I am not sure.")
     [p] = run_verdict([CLAIM], [h], [ev], backend, cfg, [parts])
     assert p.label == NEE and "components_unparsed" in p.flags and p.meta["components"]["and_label"] is None
 

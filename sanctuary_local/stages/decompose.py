@@ -14,8 +14,9 @@ questions), so every part gets its own evidence. Stage 3 then uses
 - else any part Conflicting Evidence/Cherrypicking → Conflicting Evidence/Cherrypicking;
 - else → Not Enough Evidence.
 
-When the verdict does not label every part the model's own ``Label:`` stands
-(``components_unparsed``). A claim of one part is verified as usual. Parsing never
+When the verdict does not label every part it is asked once more for the parts' labels
+only (``verdict_parts_label.txt``, ``components_reasked``); if a part is still unlabelled
+the model's own ``Label:`` stands (``components_unparsed``). A claim of one part is verified as usual. Parsing never
 raises; an unusable decomposition leaves the claim whole (``decompose_fallback``).
 """
 
@@ -42,7 +43,7 @@ _PART_LABEL = re.compile(r"^\s*[*#_`\s]*part\s*(\d+)\s*[*_`]*\s*[:=\-]\s*[*_`]*\
 
 
 def decompose_prompt_hash(cfg: DecomposeConfig) -> str:
-    return prompt_hash(cfg.prompt, cfg.check_prompt, cfg.verdict_prompt)
+    return prompt_hash(cfg.prompt, cfg.check_prompt, cfg.verdict_prompt, cfg.parts_reask)
 
 
 def _json_object(text: str) -> Any:
@@ -58,16 +59,30 @@ def _norm(part: str) -> str:
     return " ".join(part.lower().split()).rstrip(". ")
 
 
+#: Prompt fields a small model copies as a "part" (metadata, not assertions of the claim).
+_METADATA = ("claim date", "claim speaker", "location iso code", "reporting source", "claim:")
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
+
+
+def _near_duplicate(a: str, b: str) -> bool:
+    """The same assertion restated: ≥ 80 % of the shorter part's words are in the other."""
+    wa, wb = _words(a), _words(b)
+    return bool(wa and wb) and len(wa & wb) >= 0.8 * min(len(wa), len(wb))
+
+
 def _clean_parts(raw: Sequence[Any], claim_text: str) -> list[str]:
-    out, seen = [], set()
+    out: list[str] = []
     for p in raw:
         if not isinstance(p, str):
             continue
         p = " ".join(p.split()).strip("\"' ")
         key = _norm(p)
-        if len(key) < 8 or is_placeholder(p) or key.startswith(("<part", "part ")) or key in seen:
+        if (len(key) < 8 or is_placeholder(p) or key.startswith(("<part", "part ", *_METADATA))
+                or any(_near_duplicate(p, q) for q in out)):
             continue
-        seen.add(key)
         out.append(p)
     return out
 

@@ -135,6 +135,8 @@ class Parts:
 
     components: tuple[str, ...]
     prompt: str = "verdict_components.txt"
+    reask_prompt: str = "verdict_parts_label.txt"
+    """Asked once when the verdict does not label every part."""
 
 
 def _drop_order(ev: ClaimEvidence) -> list[Key]:
@@ -196,7 +198,8 @@ def _prediction(
         vflags = ("verdict_label_fallback", f"verdict_llm_error: {res.error}")
     components = None
     if parts is not None:
-        label, components, pflags = _and_of_parts(res.text if res.ok else "", parts, label)
+        label, components, pflags = _and_of_parts(res.text if res.ok else "", parts, label,
+                                                  str(res.extra.get("parts_reask_text", "")))
         vflags = (*vflags, *pflags)
     if notes:
         vflags = (*vflags, "verdict_trimmed")
@@ -241,19 +244,25 @@ def _prediction(
     )
 
 
-def _and_of_parts(text: str, parts: Parts, model_label: str) -> tuple[str, dict[str, Any], tuple[str, ...]]:
-    """The claim's label from its parts' labels (deterministic AND) when the verdict labels
-    every part, else the model's own label; the per-part record and flags."""
+def _and_of_parts(text: str, parts: Parts, model_label: str, reask_text: str = "") -> tuple[str, dict[str, Any], tuple[str, ...]]:
+    """The claim's label from its parts' labels (deterministic AND) when the verdict, or its
+    one re-ask (``reask_text``), labels every part, else the model's own label; the
+    per-part record and flags."""
     from sanctuary_local.stages.decompose import and_label, parse_component_labels
 
     labels = parse_component_labels(text, len(parts.components))
+    flags: tuple[str, ...] = ()
+    if reask_text:
+        again = parse_component_labels(reask_text, len(parts.components))
+        labels = [a if a is not None else b for a, b in zip(labels, again, strict=True)]
+        flags = ("components_reasked",)
     record: dict[str, Any] = {"parts": [{"text": p, "label": lbl} for p, lbl in zip(parts.components, labels, strict=True)],
                               "model_label": model_label, "and_label": None}
     if any(lbl is None for lbl in labels):
-        return model_label, record, ("components_unparsed",)
+        return model_label, record, (*flags, "components_unparsed")
     final = and_label([lbl for lbl in labels if lbl is not None])
     record["and_label"] = final
-    return final, record, (("components_and_overrode",) if final != model_label else ())
+    return final, record, (*flags, *(("components_and_overrode",) if final != model_label else ()))
 
 
 def run_verdict(
@@ -290,6 +299,8 @@ def run_verdict(
     results = [next(outs) if r is not None else ChatResult("", finish_reason="error", error=n[0]) for r, n in zip(requests, notes)]
     if cfg.label_reask:
         results = reask_missing_labels(requests, results, backend, cfg)
+    if any(pt is not None for pt in parts):
+        results = reask_missing_part_labels(requests, results, parts, backend, cfg)
     cited: list[CitationOutcome | None] = [None] * len(results)
     if cfg.citations:
         results, cited = reask_bad_citations(requests, results, evidence, notes, backend, cfg)
@@ -337,6 +348,37 @@ def reask_missing_labels(
             r, text=f"{r.text.rstrip()}\n{line}", completion_tokens=r.completion_tokens + ans.completion_tokens,
             seconds=r.seconds + ans.seconds, extra={**r.extra, "label_reasked": True, "label_reask_text": ans.text},
         )
+    return out
+
+
+def reask_missing_part_labels(
+    requests: Sequence[ChatRequest | None], results: list[ChatResult], parts: Sequence[Parts | None],
+    backend: LLMBackend, cfg: VerdictConfig,
+) -> list[ChatResult]:
+    """Ask once more, for the parts' labels only, every answered verdict of a decomposed
+    claim that does not label every part (e.g. cut off by ``max_tokens``). The answer is
+    kept in ``extra["parts_reask_text"]``; ``_and_of_parts`` fills the missing labels from it."""
+    from sanctuary_local.stages.decompose import parse_component_labels
+
+    todo = [i for i, (q, r, pt) in enumerate(zip(requests, results, parts)) if q is not None and pt is not None and r.ok
+            and None in parse_component_labels(r.text, len(pt.components))]
+    if not todo:
+        return results
+    follow = []
+    for i in todo:
+        pt = parts[i]
+        assert pt is not None
+        lines = "\n".join(f"Part {k}: <label of: {c}>" for k, c in enumerate(pt.components, start=1))
+        ask = ChatMessage("user", render(load_prompt(pt.reask_prompt), parts=lines))
+        follow.append(ChatRequest(messages=(*requests[i].messages, ChatMessage("assistant", results[i].text), ask),
+                                  sampling=dataclasses.replace(cfg.sampling, max_tokens=24 * len(pt.components) + 16),
+                                  tag=f"{requests[i].tag}:parts"))
+    out = list(results)
+    for i, ans in zip(todo, backend.generate(follow), strict=True):
+        if ans.ok and ans.text.strip():
+            r = out[i]
+            out[i] = dataclasses.replace(r, completion_tokens=r.completion_tokens + ans.completion_tokens,
+                                         seconds=r.seconds + ans.seconds, extra={**r.extra, "parts_reask_text": ans.text})
     return out
 
 
