@@ -87,6 +87,7 @@ def test_followup_round_on_the_real_model(followup_run: Path) -> None:
         spans = {(e.doc_position, e.start, e.end) for e in p.evidence_all}
         assert all((sn.chunk.doc_position, sn.chunk.start, sn.chunk.end) in spans for qe in new for sn in qe.snippets)
     assert n_new > 0, "the model wrote no usable follow-up question for any claim with gaps"
+    print(f"follow-up: {len(gaps)} of {len(first)} claims had gaps, {n_new} new questions")
     timings = orjson.loads((out / "timings.json").read_bytes())
     assert timings["stages"]["followup"]["claims_this_run"] == len(preds)
     assert timings["stages"]["followup"]["tokens_out"] > 0
@@ -94,6 +95,8 @@ def test_followup_round_on_the_real_model(followup_run: Path) -> None:
 
 
 def test_rerun_recomputes_nothing(followup_run: Path) -> None:
-    before = {n: (followup_run / n).read_bytes() for n in STAGE_FILES.values()}
+    files = [n for n in STAGE_FILES.values() if (followup_run / n).exists()]
+    assert "stage2c_followup_evidence.jsonl" in files and "stage0_decompose.jsonl" not in files
+    before = {n: (followup_run / n).read_bytes() for n in files}
     run_pipeline(opts(followup_run))
-    assert {n: (followup_run / n).read_bytes() for n in STAGE_FILES.values()} == before
+    assert {n: (followup_run / n).read_bytes() for n in files} == before
