@@ -1,6 +1,7 @@
 """decompose end to end with the real model: the whole pipeline on examples/ with the cpu-fast
 profile (Qwen2.5-Coder-0.5B-Instruct on llama.cpp, MiniLM retrieval), the decomposition on
 and a user trust file that zeroes one domain of the example store and halves another.
+A fifth claim, compound, is added on claim 0's pages so that at least one claim splits.
 Structure only, never quality: every claim has recorded parts; the parts of a claim split
 in several were stage-2 queries after its stage-1 questions; stage 3 labelled the parts and
 the claim's label is their AND whenever every part got a label; no snippet of the zeroed
@@ -9,6 +10,7 @@ official format checks."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import orjson
@@ -24,6 +26,8 @@ from sanctuary_local.stages.decompose import and_label
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 ZEROED, HALVED = "socialpost-archive.example", "energyexplained.example"
+COMPOUND = ("The Eiffel Tower grows by up to 15 centimetres in summer, and it was built for the 1889 World's Fair "
+            "by Gustave Eiffel's company.")
 
 pytestmark = pytest.mark.slow
 
@@ -37,16 +41,22 @@ def records(out: Path, stage: str, cls) -> dict[int, object]:
 def run_opts(tmp_path_factory: pytest.TempPathFactory) -> RunOptions:
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install '.[cpu]')")
     tmp = tmp_path_factory.mktemp("decompose")
+    # the 4 examples plus a compound claim (two assertions) on claim 0's pages, as claim 4
+    claims = orjson.loads((EXAMPLES / "claims.json").read_bytes())
+    claims.append({**claims[0], "claim": COMPOUND})
+    (tmp / "claims.json").write_bytes(orjson.dumps(claims))
+    shutil.copytree(EXAMPLES / "store", tmp / "store")
+    shutil.copy(EXAMPLES / "store" / "0.json", tmp / "store" / "4.json")
     trust = tmp / "trust.toml"
     trust.write_text(f'"{ZEROED}" = 0\n"{HALVED}" = 0.5\n', encoding="utf-8")
     overrides = {"hyde": {"max_questions": 5, "sampling": {"max_tokens": 160}},
                  "retrieval": {"trust_file": str(trust)},
                  "decompose": {"enabled": True, "max_components": 3},
                  "verdict": {"sampling": {"max_tokens": 256}}}
-    opts = RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=tmp / "run",
+    opts = RunOptions(claims=tmp / "claims.json", store=tmp / "store", out=tmp / "run",
                       profile="cpu-fast", workers=1, quiet=True, overrides=overrides)
     summary = run_pipeline(opts)
-    assert summary.n_claims == len(orjson.loads((EXAMPLES / "claims.json").read_bytes()))
+    assert summary.n_claims == len(claims)
     return opts
 
 
@@ -81,6 +91,7 @@ def test_decomposed_run_on_the_real_model(run_opts: RunOptions) -> None:
         else:
             assert "components_unparsed" in p.flags and p.label == comp["model_label"]
     print(f"decomposition: {split} of {len(decs)} claims split into parts")
+    assert split >= 1, "not even the compound claim was split: the AND path did not run"
     for i, ev in evidence.items():  # the trust file: nothing from the zeroed domain anywhere
         urls = [sn.chunk.url for qe in ev.queries for sn in qe.snippets]
         assert not any(ZEROED in u for u in urls)

@@ -68,9 +68,10 @@ def _words(text: str) -> set[str]:
 
 
 def _near_duplicate(a: str, b: str) -> bool:
-    """The same assertion restated: ≥ 80 % of the shorter part's words are in the other."""
+    """The same assertion restated: they share ≥ 80 % of the longer part's words (a part
+    that states one piece of a longer one is kept)."""
     wa, wb = _words(a), _words(b)
-    return bool(wa and wb) and len(wa & wb) >= 0.8 * min(len(wa), len(wb))
+    return bool(wa and wb) and len(wa & wb) >= 0.8 * max(len(wa), len(wb))
 
 
 def _clean_parts(raw: Sequence[Any], claim_text: str) -> list[str]:
