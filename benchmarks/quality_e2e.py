@@ -179,21 +179,55 @@ def citation_rates(preds: list) -> dict[str, float | None]:
     return rates(preds)
 
 
+def followup_stats(preds: list) -> dict[str, float] | None:
+    """The follow-up round (followup.enabled): share of claims that got new questions, new
+    questions per such claim, and the share of those questions that found a snippet."""
+    fs = [p.meta["followup"] for p in preds if isinstance(p.meta.get("followup"), dict)]
+    if not fs:
+        return None
+    asked = [f for f in fs if f["questions"]]
+    n_q = sum(len(f["questions"]) for f in asked)
+    return {"claims": len(fs), "claims_asked": round(len(asked) / len(fs), 3),
+            "questions_per_asked_claim": round(n_q / len(asked), 2) if asked else None,
+            "questions_found": round(sum(f["found"] for f in asked) / n_q, 3) if n_q else None,
+            "completion_tokens_per_asked_claim": round(sum(f["completion_tokens"] for f in asked) / len(asked), 1) if asked else None}
+
+
+def decomposition_stats(preds: list) -> dict[str, float] | None:
+    """The decomposition (decompose.enabled): share of claims split into several parts, parts
+    per split claim, share of split claims whose every part got a label (the AND decided),
+    and share where the AND label differs from the model's own."""
+    ds = [p for p in preds if isinstance(p.meta.get("decomposition"), dict)]
+    if not ds:
+        return None
+    split = [p for p in ds if isinstance(p.meta.get("components"), dict)]
+    decided = [p for p in split if p.meta["components"]["and_label"] is not None]
+    return {"claims": len(ds), "split": round(len(split) / len(ds), 3),
+            "parts_per_split_claim": round(sum(len(p.meta["components"]["parts"]) for p in split) / len(split), 2) if split else None,
+            "and_decided": round(len(decided) / len(split), 3) if split else None,
+            "and_overrode": round(sum(p.meta["components"]["and_label"] != p.meta["components"]["model_label"]
+                                      for p in decided) / len(split), 3) if split else None}
+
+
 def llm_usage(run_dir: Path, indices: list[int]) -> dict[str, dict[str, float] | None]:
     """Per LLM stage, from each claim's generation record: prompt, reused-prefix ("cached": prefill
     saved) and completion tokens per claim, and tokens/s in and out over the generation seconds."""
     from sanctuary_local.runstate import STAGE_FILES
 
     def gen_of(stage: str, rec: dict) -> dict:
-        return rec.get("generation") or {} if stage == "hyde" else rec.get("meta") or {}
+        return rec.get("generation") or {} if stage in ("decompose", "hyde", "followup_questions") else rec.get("meta") or {}
 
     out: dict[str, dict[str, float] | None] = {}
-    for stage in ("hyde", "verdict"):
+    for stage in ("decompose", "hyde", "followup_questions", "verdict"):
         path, gens = run_dir / STAGE_FILES[stage], []
         for line in path.read_bytes().splitlines() if path.exists() else []:
             obj = orjson.loads(line)
             if obj["claim_index"] in indices:
                 gens.append(gen_of(stage, obj["record"]))
+        if stage in ("decompose", "followup_questions"):
+            gens = [g for g in gens if g.get("prompt_tokens")]  # claims without gaps made no follow-up request
+            if not gens:
+                continue  # the mode was off in this run
         if not gens:
             out[stage] = None
             continue
@@ -259,6 +293,8 @@ def evaluate_all(args: argparse.Namespace) -> dict[str, Any]:
         "flag_rates": flag_rates(preds), "models": _models(run_dir),
         "llm_usage": llm_usage(run_dir, [c.index for c in claims]),
         "citations": citation_rates(preds),  # verdict.citations runs only; all None otherwise
+        "followup": followup_stats(preds),  # followup.enabled runs only; None otherwise
+        "decomposition": decomposition_stats(preds),  # decompose.enabled runs only; None otherwise
         "tokens": {s: {k: v for k, v in st.items() if k.startswith("tokens")} for s, st in timings["stages"].items()},
         "harness_wall_s_this_invocation": round(time.perf_counter() - t0, 1),
         "machine": {"cpus": os.cpu_count(), "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
@@ -308,7 +344,11 @@ def to_markdown(res: dict[str, Any]) -> str:
               "| stage 1 (HyDE) | stage 2 (retrieval) | stage 3 (verdict) | oracle stage 3 |", "|---|---|---|---|",
               f"| {_f(res['stage_s_per_claim'].get('hyde'))} | {_f(res['stage_s_per_claim'].get('retrieval'))} | "
               f"{_f(res['stage_s_per_claim'].get('verdict'))} | {_f(res['rows'].get('oracle_evidence', {}).get('verdict_s_per_claim'))} |",
-              "", *usage_markdown([res]), *citations_markdown(res),
+              *(["", f"Follow-up round (questions + retrieval): {_f(res['stage_s_per_claim'].get('followup'))} s/claim."]
+                if res['stage_s_per_claim'].get('followup') is not None else []),
+              *(["", f"Decomposition (split + checks): {_f(res['stage_s_per_claim'].get('decompose'))} s/claim."]
+                if res['stage_s_per_claim'].get('decompose') is not None else []),
+              "", *usage_markdown([res]), *citations_markdown(res), *followup_markdown(res), *decomposition_markdown(res),
               "", "## Flag rates (share of claims)", "", "| flag | system | oracle |", "|---|---|---|"]
     orates = res["rows"].get("oracle_evidence", {}).get("flag_rates", {})
     lines += [f"| {f} | {r:.3f} | {_f(orates.get(f))} |" for f, r in res["flag_rates"].items()]
@@ -340,6 +380,27 @@ def write_png(results: list[dict[str, Any]], path: Path) -> Path:
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def decomposition_markdown(res: dict[str, Any]) -> list[str]:
+    d = res.get("decomposition")
+    if not d:
+        return []
+    return ["", "## Decomposition (decompose.enabled)", "",
+            "| claims | share split in parts | parts per split claim | share where the AND decided | share where it changed the model's label |",
+            "|---|---|---|---|---|",
+            f"| {d['claims']} | {_f(d['split'])} | {_f(d['parts_per_split_claim'])} | {_f(d['and_decided'])} | {_f(d['and_overrode'])} |"]
+
+
+def followup_markdown(res: dict[str, Any]) -> list[str]:
+    f = res.get("followup")
+    if not f:
+        return []
+    return ["", "## Follow-up round (followup.enabled)", "",
+            "| claims | share asked | questions per asked claim | share of questions that found a snippet | completion tokens per asked claim |",
+            "|---|---|---|---|---|",
+            f"| {f['claims']} | {_f(f['claims_asked'])} | {_f(f['questions_per_asked_claim'])} | {_f(f['questions_found'])} | "
+            f"{_f(f['completion_tokens_per_asked_claim'])} |"]
 
 
 def citations_markdown(res: dict[str, Any]) -> list[str]:
@@ -374,6 +435,10 @@ def compare_markdown(results: list[dict[str, Any]], title: str) -> str:
     for r in results:
         st = r["stage_s_per_claim"]
         secs = f"{_f(st.get('hyde'))} / {_f(st.get('retrieval'))} / {_f(st.get('verdict'))}"
+        if st.get("followup") is not None:
+            secs += f" (+ {_f(st['followup'])} follow-up)"
+        if st.get("decompose") is not None:
+            secs += f" (+ {_f(st['decompose'])} decomposition)"
         for key, row in r["rows"].items():
             lines.append(f"| {r['label']} | {r['profile']} | {r['indices']} | {ROW_TITLES.get(key, key)} | {_f(row['accuracy'])} | "
                          f"{_f(row['macro_f1'])} | {_f(row['qa'])} | {_f(row['averitec_0.25'])} | {secs if key == 'system' else ''} |")

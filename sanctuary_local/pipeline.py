@@ -35,7 +35,7 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.ids import file_sha256
 from sanctuary_local.interrupt import RunInterrupted, StopRequest
 from sanctuary_local.models import set_offline_env
-from sanctuary_local.records import ClaimEvidence, Claim, HydeResult, Prediction
+from sanctuary_local.records import ClaimEvidence, Claim, Decomposition, HydeResult, Prediction
 from sanctuary_local.reporting import RunReporter
 from sanctuary_local.run_types import RunOptions, RunSummary
 from sanctuary_local.runstate import STAGE_FILES, StageFile, check_state, storage_error
@@ -179,13 +179,44 @@ class _Run:
         self.hyde = StageFile(self.out / STAGE_FILES["hyde"], HydeResult.from_dict)
         self.evidence = StageFile(self.out / STAGE_FILES["retrieval"], ClaimEvidence.from_dict)
         self.verdict = StageFile(self.out / STAGE_FILES["verdict"], Prediction.from_dict)
-        for sf in (self.hyde, self.evidence, self.verdict):
+        self.decompose = StageFile(self.out / STAGE_FILES["decompose"], Decomposition.from_dict)
+        self.followup_q = StageFile(self.out / STAGE_FILES["followup_questions"], HydeResult.from_dict)
+        self.followup = StageFile(self.out / STAGE_FILES["followup"], ClaimEvidence.from_dict)
+        for sf in (self.decompose, self.hyde, self.evidence, self.followup_q, self.followup, self.verdict):
             if sf.repaired_bytes:
                 log.warning("%s: cut a torn last line (%d bytes) left by an interrupted run", sf.path, sf.repaired_bytes)
+        from sanctuary_local.stages.trust import load_trust
+
+        self.trust = load_trust(cfg.retrieval.trust_file, cfg.retrieval.trust_default)
         self.planner = (
             BudgetPlanner(cfg, opts.budget_s, len(self.claims)) if opts.budget_s else None
         )
         self.t0 = time.perf_counter()
+
+    # ------------------------------------------------- stage 0: decomposition (optional)
+    def stage_decompose(self, claims: list[Claim], level: int) -> None:
+        from sanctuary_local.stages.decompose import run_decompose
+
+        todo = [c for c in claims if c.index not in self.decompose] if self.cfg.decompose.enabled else []
+        if todo:
+            cfg = apply_level(self.cfg, level)
+            _generate(self, "decompose", self.decompose, todo, cfg.hyde.llm, _wave_size(cfg.hyde.llm), level,
+                      lambda backend, w: run_decompose(w, backend, cfg.decompose), _decompose_fallback)
+
+    def trusted(self, ev: ClaimEvidence) -> ClaimEvidence:
+        """Stage-2 evidence as recorded: re-ranked by the user's trust weights when
+        ``retrieval.trust_file`` is set (``stages/trust.py``), else as retrieved."""
+        from sanctuary_local.stages.trust import apply_trust
+
+        return apply_trust(ev, self.trust)
+
+    def retrieval_input(self, h: HydeResult) -> HydeResult:
+        """Stage 2's queries of a claim: its stage-1 questions, plus its parts when decomposed."""
+        if not self.cfg.decompose.enabled:
+            return h
+        from sanctuary_local.stages.decompose import with_component_queries
+
+        return with_component_queries(h, self.decompose.records.get(h.claim_index))
 
     # ------------------------------------------------------------------ stage 1
     def stage_hyde(self, claims: list[Claim], level: int,
@@ -195,29 +226,20 @@ class _Run:
         todo = [c for c in claims if c.index not in self.hyde]
         if not todo:
             return
-        self.stops.check()
         cfg = apply_level(self.cfg, level)
         size = _wave_size(cfg.hyde.llm)
         if n_waves > 1:  # overlapping: at least n_waves waves so stage 2 starts early
             size = max(1, min(size, max(8, -(-len(todo) // n_waves))))
-        with self.reporter.stage("hyde", len(todo)) as st:
-            waves = _llm_waves(st, cfg.hyde.llm, cfg.models_dir, todo, size,
-                               lambda backend, w: hyde_stage.run_hyde(w, backend, cfg.hyde),
-                               lambda c, e: _hyde_fallback(c, cfg, e))
-            with closing(waves):
-                for wave, results, per in waves:
-                    for c, r in zip(wave, results):
-                        self.hyde.append(c.index, r, {"seconds": per, "budget_level": level})
-                        st.advance(r.generation.prompt_tokens, r.generation.completion_tokens)
-                    if on_wave is not None:
-                        on_wave(results)
-                    self.stops.check()
+        _generate(self, "hyde", self.hyde, todo, cfg.hyde.llm, size, level,
+                  lambda backend, w: hyde_stage.run_hyde(w, backend, cfg.hyde), lambda c, e: _hyde_fallback(c, cfg, e),
+                  on_wave)
 
     # ------------------------------------------------------------------ stage 2
     def stage_retrieval(self, claims: list[Claim], level: int) -> None:
         from sanctuary_local.stages.evidence import run_retrieval
 
-        todo = [self.hyde.records[c.index] for c in claims if c.index not in self.evidence and c.index in self.hyde]
+        todo = [self.retrieval_input(self.hyde.records[c.index]) for c in claims
+                if c.index not in self.evidence and c.index in self.hyde]
         if not todo:
             return
         self.stops.check()
@@ -225,7 +247,8 @@ class _Run:
         with self.reporter.stage("retrieval", len(todo)) as st:
             def done(ev: ClaimEvidence) -> None:
                 if self.stops.keep(ev):
-                    self.evidence.append(ev.claim_index, ev, {"seconds": float(ev.timings.get("total", 0.0)), "budget_level": level})
+                    self.evidence.append(ev.claim_index, self.trusted(ev),
+                                         {"seconds": float(ev.timings.get("total", 0.0)), "budget_level": level})
                     st.advance()
 
             run_retrieval(self.opts.store, todo, cfg.retrieval, models_dir=cfg.models_dir,
@@ -241,19 +264,36 @@ class _Run:
             return self.opts.overlap
         return self.cfg.hyde.llm.backend in ("vllm", "openai_http")
 
+    # ------------------------------------------------ follow-up round (optional)
+    def stage_followup(self, claims: list[Claim], level: int) -> None:
+        if self.cfg.followup.enabled:
+            _FollowupRound(self, level).execute(claims)
+
+    def final_evidence(self) -> StageFile:
+        """The evidence stage 3 reads: stage 2's, or with the follow-up round its merge."""
+        return self.followup if self.cfg.followup.enabled else self.evidence
+
     # ------------------------------------------------------------------ stage 3
     def stage_verdict(self, claims: list[Claim], level: int) -> None:
         from sanctuary_local.stages import verdict as verdict_stage
 
-        todo = [(c, self.hyde.records[c.index], self.evidence.records[c.index])
-                for c in claims if c.index not in self.verdict and c.index in self.evidence]
+        evidence = self.final_evidence()
+        todo = [(c, self.hyde.records[c.index], evidence.records[c.index])
+                for c in claims if c.index not in self.verdict and c.index in evidence]
         if not todo:
             return
         self.stops.check()
         cfg = apply_level(self.cfg, level)
 
+        def parts(c: Claim) -> Any:
+            d = self.decompose.records.get(c.index) if cfg.decompose.enabled else None
+            if d is None or len(d.components) < 2:
+                return None
+            return verdict_stage.Parts(d.components, cfg.decompose.verdict_prompt, cfg.decompose.parts_reask)
+
         def run(backend: Any, w: list[tuple[Claim, HydeResult, ClaimEvidence]]) -> list[Prediction]:
-            return verdict_stage.run_verdict([x[0] for x in w], [x[1] for x in w], [x[2] for x in w], backend, cfg.verdict)
+            return verdict_stage.run_verdict([x[0] for x in w], [x[1] for x in w], [x[2] for x in w], backend, cfg.verdict,
+                                             [parts(x[0]) for x in w])
 
         with self.reporter.stage("verdict", len(todo)) as st:
             waves = _llm_waves(st, cfg.verdict.llm, cfg.models_dir, todo, _wave_size(cfg.verdict.llm), run,
@@ -269,29 +309,38 @@ class _Run:
     # --------------------------------------------------------------- execution
     def execute(self) -> None:
         if self.planner is not None:
-            return self._execute_budgeted(self.planner)
+            return _execute_budgeted(self, self.planner)
+        self.stage_decompose(self.claims, 0)
         if self.overlapping():
             self.stage_hyde_overlapping_retrieval(self.claims, 0)
         else:
             self.stage_hyde(self.claims, 0)
             self.stage_retrieval(self.claims, 0)
+        self.stage_followup(self.claims, 0)
         self.stage_verdict(self.claims, 0)
 
-    def _execute_budgeted(self, planner: BudgetPlanner) -> None:
-        """A pilot of the first claims at full settings, then each stage of the rest at the
-        level the planner picks from the measured per-claim costs."""
-        claims = self.claims
-        pilot_n = min(len(claims), max(2, min(8, len(claims) // 20)))
-        pilot, rest = claims[:pilot_n], claims[pilot_n:]
-        for name in STAGES:
-            getattr(self, f"stage_{name}")(pilot, 0)
-        for i, name in enumerate(STAGES):
-            per_claim = self.reporter.per_claim_costs()
-            level = planner.choose(time.perf_counter() - self.t0, pilot_n, per_claim, STAGES[i:], len(rest))
-            log.info("budget: stage %s runs the remaining %d claims at level %d (projected %.1f s/claim, budget %.1f)",
-                     name, len(rest), level, planner.projected_s or 0.0, planner.budget_s)
-            self.reporter.note_budget(name, level, planner.projected_s)
-            getattr(self, f"stage_{name}")(rest, level)
+    def stage_names(self) -> tuple[str, ...]:
+        """The stages this run executes, in order (decomposition and follow-up round only when enabled)."""
+        return (*(("decompose",) if self.cfg.decompose.enabled else ()), *STAGES[:-1],
+                *(("followup",) if self.cfg.followup.enabled else ()), STAGES[-1])
+
+
+def _execute_budgeted(run: _Run, planner: BudgetPlanner) -> None:
+    """A pilot of the first claims at full settings, then each stage of the rest at the
+    level the planner picks from the measured per-claim costs."""
+    claims = run.claims
+    pilot_n = min(len(claims), max(2, min(8, len(claims) // 20)))
+    pilot, rest = claims[:pilot_n], claims[pilot_n:]
+    stages = run.stage_names()  # the overlapped stages 1+2 are not used under a budget
+    for name in stages:
+        getattr(run, f"stage_{name}")(pilot, 0)
+    for i, name in enumerate(stages):
+        per_claim = run.reporter.per_claim_costs()
+        level = planner.choose(time.perf_counter() - run.t0, pilot_n, per_claim, stages[i:], len(rest))
+        log.info("budget: stage %s runs the remaining %d claims at level %d (projected %.1f s/claim, budget %.1f)",
+                 name, len(rest), level, planner.projected_s or 0.0, planner.budget_s)
+        run.reporter.note_budget(name, level, planner.projected_s)
+        getattr(run, f"stage_{name}")(rest, level)
 
 
 class _OverlappedRetrieval:
@@ -331,7 +380,7 @@ class _OverlappedRetrieval:
     def submit(self, results: list[HydeResult]) -> None:
         for h in results:
             if h.claim_index not in self.run.evidence:
-                fut = self.pool.submit(h)
+                fut = self.pool.submit(self.run.retrieval_input(h))
                 self.futures.append(fut)
                 fut.add_done_callback(self.done)
 
@@ -341,7 +390,7 @@ class _OverlappedRetrieval:
             return
         with self.lock:  # callbacks may come from the pool's thread
             try:
-                r.evidence.append(ev.claim_index, ev, {"seconds": float(ev.timings.get("total", 0.0)),
+                r.evidence.append(ev.claim_index, r.trusted(ev), {"seconds": float(ev.timings.get("total", 0.0)),
                                                        "budget_level": self.level, "overlapped": True})
             except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread (stops.check)
                 r.stops.fault = r.stops.fault or exc
@@ -349,15 +398,123 @@ class _OverlappedRetrieval:
             self.st.advance()
 
 
+class _FollowupRound:
+    """The optional follow-up round (``stages/followup.py``): the stage-1 model writes new
+    questions for the claims whose questions found nothing, stage 2 runs them, and the
+    merged evidence is what stage 3 reads. Both steps are recorded claim by claim (a
+    resumed run redoes neither); a claim without gaps costs no model call."""
+
+    def __init__(self, run: _Run, level: int) -> None:
+        self.run, self.level = run, level
+
+    def execute(self, claims: list[Claim]) -> None:
+        from sanctuary_local.stages import followup as fu
+        from sanctuary_local.stages.evidence import run_retrieval
+
+        r = self.run
+        todo = [c for c in claims if c.index not in r.followup and c.index in r.evidence]
+        if not todo:
+            return
+        r.stops.check()
+        cfg = apply_level(r.cfg, self.level)
+        extra = {"budget_level": self.level}
+        with r.reporter.stage("followup", len(todo)) as st:
+            ask = [c for c in todo if c.index not in r.followup_q]
+            need = [(c, r.evidence.records[c.index]) for c in ask if fu.needs_followup(r.evidence.records[c.index], cfg.followup)]
+            asked = {c.index for c, _ in need}
+            for c in ask:
+                if c.index not in asked:
+                    r.followup_q.append(c.index, fu.no_followup(c.index), {"seconds": 0.0, **extra})
+            if need:
+                waves = _llm_waves(st, cfg.hyde.llm, cfg.models_dir, need, _wave_size(cfg.hyde.llm),
+                                   lambda backend, w: fu.run_followup(w, backend, cfg.followup),
+                                   lambda x, e: _followup_fallback(x[0], e))
+                with closing(waves):
+                    for wave, results, per in waves:
+                        for (c, _), q in zip(wave, results):
+                            r.followup_q.append(c.index, q, {"seconds": per, **extra})
+                            st.tokens(q.generation.prompt_tokens, q.generation.completion_tokens)
+                        r.stops.check()
+            questions = [r.followup_q.records[c.index] for c in todo]
+
+            def done(ev: ClaimEvidence | None, q: Any) -> None:
+                if ev is not None and not r.stops.keep(ev):
+                    return
+                merged = fu.merge_evidence(r.evidence.records[q.claim_index], r.trusted(ev) if ev is not None else None, q)
+                secs = float(r.followup_q.extras.get(q.claim_index, {}).get("seconds", 0.0))
+                secs += float(ev.timings.get("total", 0.0)) if ev is not None else 0.0
+                r.followup.append(q.claim_index, merged, {"seconds": secs, **extra})
+                st.advance()
+
+            for q in questions:
+                if not q.queries:
+                    done(None, q)
+            by_claim = {q.claim_index: q for q in questions if q.queries}
+            if by_claim:
+                run_retrieval(r.opts.store, list(by_claim.values()), cfg.retrieval, models_dir=cfg.models_dir,
+                              workers=cfg.retrieval.workers, on_result=lambda ev: done(ev, by_claim[ev.claim_index]),
+                              should_stop=r.stops.stopping)
+        r.stops.check()
+
+
+def _decompose_fallback(claim: Claim, exc: Exception) -> Decomposition:
+    return Decomposition(claim.index, (claim.text.strip(),), None, (), "", "",
+                         (f"decompose_llm_error: {type(exc).__name__}: {exc}"[:300], "decompose_fallback"))
+
+
+def _followup_fallback(claim: Claim, exc: Exception) -> HydeResult:
+    return HydeResult(claim.index, None, (), "", (f"followup_llm_error: {type(exc).__name__}: {exc}"[:300], "followup_unusable"))
+
+
+def _generate(run: _Run, name: str, sf: StageFile, todo: list[Claim], llm_cfg: Any, size: int, level: int,
+              work: Callable[[Any, list[Claim]], list[Any]], fallback: Callable[[Claim, Exception], Any],
+              on_wave: Callable[[list[Any]], None] | None = None) -> None:
+    """An LLM stage over ``todo``: the model loaded once, wave by wave, each claim's record
+    (a result with a ``generation``) appended to ``sf`` as soon as its wave is done."""
+    run.stops.check()
+    with run.reporter.stage(name, len(todo)) as st:
+        waves = _llm_waves(st, llm_cfg, run.cfg.models_dir, todo, size, work, fallback)
+        with closing(waves):
+            for wave, results, per in waves:
+                for c, r in zip(wave, results):
+                    sf.append(c.index, r, {"seconds": per, "budget_level": level})
+                    st.advance(r.generation.prompt_tokens, r.generation.completion_tokens)
+                if on_wave is not None:
+                    on_wave(results)
+                run.stops.check()
+
+
 def _with_upstream(run: _Run, claim: Claim, p: Prediction, verdict_s: float, level: int, cfg: Config) -> Prediction:
     """Attach per-stage timings, budget knobs and upstream (stage 1 and 2) flags to a prediction."""
     h_extra, e_extra = run.hyde.extras.get(claim.index, {}), run.evidence.extras.get(claim.index, {})
     timings = {"hyde_s": h_extra.get("seconds", 0.0), "retrieval_s": e_extra.get("seconds", 0.0), "verdict_s": verdict_s}
+    upstream = [*run.hyde.records[claim.index].flags, *run.final_evidence().records[claim.index].flags]
+    if run.cfg.decompose.enabled and claim.index in run.decompose:
+        upstream = [*run.decompose.records[claim.index].flags, *upstream]
+        timings["decompose_s"] = run.decompose.extras.get(claim.index, {}).get("seconds", 0.0)
+    if run.cfg.followup.enabled:
+        timings["followup_s"] = run.followup.extras.get(claim.index, {}).get("seconds", 0.0)
     flags = list(p.flags)
-    for f in (*run.hyde.records[claim.index].flags, *run.evidence.records[claim.index].flags):
+    for f in upstream:
         if f not in flags:
             flags.append(f)
     meta = dict(p.meta)
+    if run.cfg.followup.enabled:
+        from sanctuary_local.stages.followup import followup_prompt_hash
+
+        q = run.followup_q.records[claim.index]
+        n_first = len(run.evidence.records[claim.index].queries)
+        new = run.final_evidence().records[claim.index].queries[n_first:]
+        meta["followup"] = {"questions": [x.question for x in q.queries], "found": sum(bool(x.snippets) for x in new),
+                            "prompt_tokens": q.generation.prompt_tokens, "completion_tokens": q.generation.completion_tokens,
+                            "cached_tokens": q.generation.cached_tokens, "prompt_hash": followup_prompt_hash(cfg.followup.prompt)}
+    if run.cfg.decompose.enabled and claim.index in run.decompose:
+        from sanctuary_local.stages.decompose import decompose_prompt_hash
+
+        d = run.decompose.records[claim.index]
+        meta["decomposition"] = {"components": list(d.components), "exhaustive": d.exhaustive, "added": list(d.added),
+                                 "prompt_tokens": d.generation.prompt_tokens, "completion_tokens": d.generation.completion_tokens,
+                                 "prompt_hash": decompose_prompt_hash(cfg.decompose)}
     if run.planner is not None:
         lv = {"hyde": h_extra.get("budget_level", 0), "retrieval": e_extra.get("budget_level", 0), "verdict": level}
         meta["budget"] = {"levels": lv, "knobs": knobs(cfg)}
@@ -456,10 +613,12 @@ def run_pipeline(opts: RunOptions, stop: StopRequest | None = None) -> RunSummar
         n_degraded += bool(rs)
         reasons.update(rs)
     with _storage_errors(run.out):
-        timings = run.reporter.finalize(preds, run.hyde, run.evidence, run.verdict, n_selected=len(run.claims))
+        timings = run.reporter.finalize(preds, run.hyde, run.evidence, run.verdict, n_selected=len(run.claims),
+                                        followup=run.followup if run.cfg.followup.enabled else None,
+                                        decompose=run.decompose if run.cfg.decompose.enabled else None)
     if interrupted is not None:
-        counts = ", ".join(f"stage {i} {sum(c.index in sf for c in run.claims)}/{len(run.claims)}"
-                           for i, sf in enumerate((run.hyde, run.evidence, run.verdict), start=1))
+        files = {"1": run.hyde, "2": run.evidence, **({"2b": run.followup} if run.cfg.followup.enabled else {}), "3": run.verdict}
+        counts = ", ".join(f"stage {i} {sum(c.index in sf for c in run.claims)}/{len(run.claims)}" for i, sf in files.items())
         done = RunInterrupted(interrupted.signum, len(preds), len(run.claims), counts)
         log.warning("%s; rerun the same command to resume", done)
         raise done

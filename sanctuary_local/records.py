@@ -224,6 +224,30 @@ class HydeResult(_Record):
         return _build(cls, d)
 
 
+@dataclass(frozen=True, slots=True)
+class Decomposition(_Record):
+    """The atomic parts of one claim (``decompose.enabled``; ClaimCLAIRE, FactAgent):
+    ``components`` in order, whether the last exhaustiveness check passed (None: not
+    checked or unreadable), the parts the checks added, and the model outputs."""
+
+    claim_index: int
+    components: tuple[str, ...]
+    exhaustive: bool | None = None
+    added: tuple[str, ...] = ()
+    raw_text: str = ""
+    check_text: str = ""
+    flags: tuple[str, ...] = ()
+    generation: Generation = field(default_factory=Generation)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Decomposition:
+        d = dict(d)
+        for k in ("components", "added", "flags"):
+            d[k] = tuple(d.get(k) or ())
+        d["generation"] = _build(Generation, d.get("generation") or {})
+        return _build(cls, d)
+
+
 # ------------------------------------------------------------------------- evidence
 
 

@@ -10,7 +10,8 @@ open offline. Everything from the claims, the store and the model is HTML-escape
 
 Inputs, all read-only: ``RUN_DIR/predictions.json`` (required), ``stage2_evidence.jsonl``
 (the snippets per question; without it the official evidence list is shown, numbered
-E1…), ``run_state.json`` (the store the run used, unless ``store`` is given) and the
+E1…; a claim the follow-up round merged new questions into is read from
+``stage2c_followup_evidence.jsonl``, which is what its verdict prompt saw), ``run_state.json`` (the store the run used, unless ``store`` is given) and the
 knowledge store (without it the snippet is shown alone, with a note).
 """
 
@@ -152,8 +153,27 @@ def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int
         claim=html.escape(pred.claim),
         verdict=html.escape(pred.label), verdict_class=re.sub(r"[^A-Za-z]", "", pred.label),
         provisional=html.escape(pred.provisional_label or "none"), flags=_flags_html(tuple(map(str, pred.flags))),
-        justification=_linkify(pred.justification or "(no justification)", {s.label: s.anchor for s in snippets}),
+        justification=_parts_html(pred) + _linkify(pred.justification or "(no justification)", {s.label: s.anchor for s in snippets}),
         n_evidence=len(snippets), store_note=note, evidence="\n".join(blocks) or '<p class="meta">no evidence</p>')
+
+
+def _parts_html(pred: Prediction) -> str:
+    """The parts of a decomposed claim (``decompose.enabled``) with their labels and how the
+    claim's label follows from them; "" for a claim verified whole."""
+    comp = pred.meta.get("components") if isinstance(pred.meta, dict) else None
+    if not isinstance(comp, dict) or not isinstance(comp.get("parts"), list):
+        return ""
+    items = []
+    for part in comp["parts"]:
+        if not isinstance(part, dict):
+            continue
+        lbl = part.get("label") if isinstance(part.get("label"), str) else None
+        badge = (f'<span class="verdict v-{re.sub(r"[^A-Za-z]", "", lbl)}">{html.escape(lbl)}</span>' if lbl
+                 else '<span class="meta">no label</span>')
+        items.append(f"<li>{html.escape(str(part.get('text', '')))} {badge}</li>")
+    how = ("the claim's label is the AND of its parts' labels" if comp.get("and_label")
+           else "not every part got a label: the model's own label stands")
+    return f'<p class="meta">Parts of the claim ({html.escape(how)}):</p><ol class="parts">{"".join(items)}</ol>'
 
 
 def _index_row(p: Prediction) -> str:
@@ -305,7 +325,7 @@ def write_report(run_dir: Path, out: Path | None = None, store: Path | None = No
     tick = progress or (lambda done, total: None)
     run_dir = Path(run_dir)
     preds = _read_predictions(run_dir, claims_range)
-    stage2 = _read_stage2(run_dir / "stage2_evidence.jsonl")
+    stage2 = {**_read_stage2(run_dir / "stage2_evidence.jsonl"), **_read_stage2(run_dir / "stage2c_followup_evidence.jsonl")}
     ks, why_not = open_store(run_dir, store)
     out = Path(out) if out is not None else run_dir / "report"
     try:

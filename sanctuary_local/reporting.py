@@ -98,10 +98,14 @@ class StageTracker:
             self.stats["load_s"] += time.perf_counter() - t
 
     def advance(self, tokens_in: int = 0, tokens_out: int = 0) -> None:
-        self.stats["tokens_in"] += tokens_in
-        self.stats["tokens_out"] += tokens_out
+        self.tokens(tokens_in, tokens_out)
         self.stats["n"] += 1
         self.progress.advance(self.task)
+
+    def tokens(self, tokens_in: int, tokens_out: int) -> None:
+        """Count LLM tokens without finishing a claim (a stage with a model step and a retrieval step)."""
+        self.stats["tokens_in"] += tokens_in
+        self.stats["tokens_out"] += tokens_out
 
 
 class RunReporter:
@@ -112,7 +116,9 @@ class RunReporter:
         self.console = Console(stderr=True, quiet=quiet)
         self._setup_log()
         self.stats: dict[str, dict[str, Any]] = {
-            s: {"total_s": 0.0, "load_s": 0.0, "tokens_in": 0, "tokens_out": 0, "n": 0} for s in ("hyde", "retrieval", "verdict")
+            s: {"total_s": 0.0, "load_s": 0.0, "tokens_in": 0, "tokens_out": 0, "n": 0}
+            for s in (*(("decompose",) if cfg.decompose.enabled else ()), "hyde", "retrieval",
+                      *(("followup",) if cfg.followup.enabled else ()), "verdict")
         }
         self.budget_notes: list[dict[str, Any]] = []
         self.progress = Progress(
@@ -170,7 +176,8 @@ class RunReporter:
 
     # ------------------------------------------------------------------ outputs
     def finalize(self, preds: list[Prediction], hyde: StageFile, evidence: StageFile, verdict: StageFile,
-                 n_selected: int | None = None) -> dict[str, Any]:
+                 n_selected: int | None = None, followup: StageFile | None = None,
+                 decompose: StageFile | None = None) -> dict[str, Any]:
         """Write the outputs for ``preds``: all selected claims, or after an interrupted run
         the finished ones (then ``timings.json`` says ``"complete": false``)."""
         from sanctuary_local.io.predictions import predictions_to_leaderboard, write_predictions_json
@@ -178,7 +185,12 @@ class RunReporter:
 
         write_predictions_json(preds, self.out / "predictions.json")
         write_leaderboard_csv(predictions_to_leaderboard(preds), self.out / "submission.csv")
-        timings = self._timings(preds, {"hyde": hyde, "retrieval": evidence, "verdict": verdict})
+        files = {"hyde": hyde, "retrieval": evidence, "verdict": verdict}
+        if followup is not None:
+            files["followup"] = followup
+        if decompose is not None:
+            files["decompose"] = decompose
+        timings = self._timings(preds, files)
         n_selected = len(preds) if n_selected is None else n_selected
         timings = {"complete": len(preds) == n_selected, "n_selected": n_selected, **timings}
         _dump(self.out / "timings.json", timings)

@@ -28,8 +28,13 @@ from sanctuary_local.io.leaderboard import atomic_write_bytes
 T = TypeVar("T")
 
 STAGE_FILES = {
+    "decompose": "stage0_decompose.jsonl",  # decompose.enabled (issue 15, mode 3)
     "hyde": "stage1_hyde.jsonl",
     "retrieval": "stage2_evidence.jsonl",
+    # followup.enabled (issue 15, mode 2): the follow-up questions, then the evidence with
+    # their round merged in (what stage 3 reads then).
+    "followup_questions": "stage2b_followup_questions.jsonl",
+    "followup": "stage2c_followup_evidence.jsonl",
     "verdict": "stage3_predictions.jsonl",
 }
 STATE_FILE = "run_state.json"

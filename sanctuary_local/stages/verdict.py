@@ -116,10 +116,27 @@ def format_evidence(ev: ClaimEvidence, dropped: frozenset[Key] = frozenset()) ->
     return "\n".join(lines) if lines else "(no questions and no evidence)"
 
 
-def _messages(claim: Claim, ev: ClaimEvidence, cfg: VerdictConfig, dropped: frozenset[Key]) -> tuple[ChatMessage, ...]:
+def _messages(claim: Claim, ev: ClaimEvidence, cfg: VerdictConfig, dropped: frozenset[Key],
+              parts: Parts | None = None) -> tuple[ChatMessage, ...]:
+    if parts is not None:  # decompose.enabled and more than one part: the parts prompt
+        from sanctuary_local.stages.decompose import format_components
+
+        text = render(load_prompt(parts.prompt), **claim_fields(claim), evidence=format_evidence(ev, dropped),
+                      components=format_components(parts.components))
+        return (ChatMessage("user", text),)
     prompt = cfg.citations_prompt if cfg.citations else cfg.prompt
     text = render(load_prompt(prompt), **claim_fields(claim), evidence=format_evidence(ev, dropped))
     return (ChatMessage("user", text),)
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """A decomposed claim's parts for stage 3 (``decompose.enabled``) and the prompt that lists them."""
+
+    components: tuple[str, ...]
+    prompt: str = "verdict_components.txt"
+    reask_prompt: str = "verdict_parts_label.txt"
+    """Asked once when the verdict does not label every part."""
 
 
 def _drop_order(ev: ClaimEvidence) -> list[Key]:
@@ -129,7 +146,8 @@ def _drop_order(ev: ClaimEvidence) -> list[Key]:
 
 
 def build_verdict_request(
-    claim: Claim, hyde: HydeResult, ev: ClaimEvidence, cfg: VerdictConfig, backend: LLMBackend
+    claim: Claim, hyde: HydeResult, ev: ClaimEvidence, cfg: VerdictConfig, backend: LLMBackend,
+    parts: Parts | None = None,
 ) -> tuple[ChatRequest, list[str]]:
     """The stage-3 request fitted to ``llm.max_model_len - sampling.max_tokens`` tokens
     (counted with ``backend.count_tokens``), and notes on what was trimmed.
@@ -140,17 +158,17 @@ def build_verdict_request(
     budget = cfg.llm.max_model_len - cfg.sampling.max_tokens
     order = _drop_order(ev)
     notes: list[str] = []
-    msgs = _messages(claim, ev, cfg, frozenset())
+    msgs = _messages(claim, ev, cfg, frozenset(), parts)
     if backend.count_tokens(msgs) > budget and order:
         lo, hi = 1, len(order)  # invariant: dropping hi snippets is the best we can do
         while lo < hi:
             mid = (lo + hi) // 2
-            if backend.count_tokens(_messages(claim, ev, cfg, frozenset(order[:mid]))) <= budget:
+            if backend.count_tokens(_messages(claim, ev, cfg, frozenset(order[:mid]), parts)) <= budget:
                 hi = mid
             else:
                 lo = mid + 1
         dropped = frozenset(order[:hi])
-        msgs = _messages(claim, ev, cfg, dropped)
+        msgs = _messages(claim, ev, cfg, dropped, parts)
         worst = max(ev.queries[qi].snippets[si].score for qi, si in dropped)
         notes.append(f"dropped {hi} of {len(order)} snippets (scores <= {worst:.4f}) to fit {budget} prompt tokens")
         notes.extend(
@@ -171,13 +189,18 @@ def parse_verdict(text: str, fallback_label: str | None) -> tuple[str, str, tupl
 
 def _prediction(
     claim: Claim, hyde: HydeResult, ev: ClaimEvidence, res: ChatResult, notes: list[str], backend: LLMBackend,
-    cited: CitationOutcome | None = None, prompts_hash: str = "",
+    cited: CitationOutcome | None = None, prompts_hash: str = "", parts: Parts | None = None,
 ) -> Prediction:
     if res.ok:
         label, justification, vflags = parse_verdict(res.text, hyde.provisional_label)
     else:
         label, justification, _ = parse_verdict("", hyde.provisional_label)
         vflags = ("verdict_label_fallback", f"verdict_llm_error: {res.error}")
+    components = None
+    if parts is not None:
+        label, components, pflags = _and_of_parts(res.text if res.ok else "", parts, label,
+                                                  str(res.extra.get("parts_reask_text", "")))
+        vflags = (*vflags, *pflags)
     if notes:
         vflags = (*vflags, "verdict_trimmed")
     if res.finish_reason == "length":
@@ -204,6 +227,8 @@ def _prediction(
     }
     if cited is not None:
         meta["citations"] = cited.to_dict()
+    if components is not None:
+        meta["components"] = components
     return Prediction(
         claim_index=claim.index,
         claim_id=claim.claim_id,
@@ -219,24 +244,48 @@ def _prediction(
     )
 
 
+def _and_of_parts(text: str, parts: Parts, model_label: str, reask_text: str = "") -> tuple[str, dict[str, Any], tuple[str, ...]]:
+    """The claim's label from its parts' labels (deterministic AND) when the verdict, or its
+    one re-ask (``reask_text``), labels every part, else the model's own label; the
+    per-part record and flags."""
+    from sanctuary_local.stages.decompose import and_label, parse_component_labels
+
+    labels = parse_component_labels(text, len(parts.components))
+    flags: tuple[str, ...] = ()
+    if reask_text:
+        again = parse_component_labels(reask_text, len(parts.components))
+        labels = [a if a is not None else b for a, b in zip(labels, again, strict=True)]
+        flags = ("components_reasked",)
+    record: dict[str, Any] = {"parts": [{"text": p, "label": lbl} for p, lbl in zip(parts.components, labels, strict=True)],
+                              "model_label": model_label, "and_label": None}
+    if any(lbl is None for lbl in labels):
+        return model_label, record, (*flags, "components_unparsed")
+    final = and_label([lbl for lbl in labels if lbl is not None])
+    record["and_label"] = final
+    return final, record, (*flags, *(("components_and_overrode",) if final != model_label else ()))
+
+
 def run_verdict(
     claims: Sequence[Claim],
     hyde: Sequence[HydeResult],
     evidence: Sequence[ClaimEvidence],
     backend: LLMBackend,
     cfg: VerdictConfig,
+    parts: Sequence[Parts | None] | None = None,
 ) -> list[Prediction]:
-    """Stage 3 for a wave of claims: one ``generate`` call; predictions in claim order."""
+    """Stage 3 for a wave of claims: one ``generate`` call; predictions in claim order.
+    ``parts`` (``decompose.enabled``): per claim its parts, or None to verify it whole."""
     if not (len(claims) == len(hyde) == len(evidence)):
         raise ValueError(f"run_verdict: {len(claims)} claims, {len(hyde)} hyde results, {len(evidence)} evidence records")
     for c, h, e in zip(claims, hyde, evidence, strict=True):
         if not (c.index == h.claim_index == e.claim_index):
             raise ValueError(f"run_verdict: records out of order at claim {c.index} (hyde {h.claim_index}, evidence {e.claim_index})")
+    parts = list(parts) if parts is not None else [None] * len(claims)
     requests: list[ChatRequest | None] = []
     notes: list[list[str]] = []
-    for c, h, e in zip(claims, hyde, evidence, strict=True):
+    for c, h, e, pt in zip(claims, hyde, evidence, parts, strict=True):
         try:
-            req, n = build_verdict_request(c, h, e, cfg, backend)
+            req, n = build_verdict_request(c, h, e, cfg, backend, pt)
         except Exception as exc:  # noqa: BLE001 - e.g. a token-count call failed: skip this claim only
             log.error("claim %s: cannot build the verdict prompt: %s", c.index, exc)
             req, n = None, [f"prompt build failed: {type(exc).__name__}: {exc}"]
@@ -250,12 +299,14 @@ def run_verdict(
     results = [next(outs) if r is not None else ChatResult("", finish_reason="error", error=n[0]) for r, n in zip(requests, notes)]
     if cfg.label_reask:
         results = reask_missing_labels(requests, results, backend, cfg)
+    if any(pt is not None for pt in parts):
+        results = reask_missing_part_labels(requests, results, parts, backend, cfg)
     cited: list[CitationOutcome | None] = [None] * len(results)
     if cfg.citations:
         results, cited = reask_bad_citations(requests, results, evidence, notes, backend, cfg)
     sha = config_prompt_hash(cfg)
-    return [_prediction(c, h, e, r, n, backend, x, sha)
-            for c, h, e, r, n, x in zip(claims, hyde, evidence, results, notes, cited, strict=True)]
+    return [_prediction(c, h, e, r, n, backend, x, sha, pt)
+            for c, h, e, r, n, x, pt in zip(claims, hyde, evidence, results, notes, cited, parts, strict=True)]
 
 
 #: Generation cap of the label re-ask: the longest label is under ten tokens.
@@ -297,6 +348,37 @@ def reask_missing_labels(
             r, text=f"{r.text.rstrip()}\n{line}", completion_tokens=r.completion_tokens + ans.completion_tokens,
             seconds=r.seconds + ans.seconds, extra={**r.extra, "label_reasked": True, "label_reask_text": ans.text},
         )
+    return out
+
+
+def reask_missing_part_labels(
+    requests: Sequence[ChatRequest | None], results: list[ChatResult], parts: Sequence[Parts | None],
+    backend: LLMBackend, cfg: VerdictConfig,
+) -> list[ChatResult]:
+    """Ask once more, for the parts' labels only, every answered verdict of a decomposed
+    claim that does not label every part (e.g. cut off by ``max_tokens``). The answer is
+    kept in ``extra["parts_reask_text"]``; ``_and_of_parts`` fills the missing labels from it."""
+    from sanctuary_local.stages.decompose import parse_component_labels
+
+    todo = [i for i, (q, r, pt) in enumerate(zip(requests, results, parts)) if q is not None and pt is not None and r.ok
+            and None in parse_component_labels(r.text, len(pt.components))]
+    if not todo:
+        return results
+    follow = []
+    for i in todo:
+        pt = parts[i]
+        assert pt is not None
+        lines = "\n".join(f"Part {k}: <label of: {c}>" for k, c in enumerate(pt.components, start=1))
+        ask = ChatMessage("user", render(load_prompt(pt.reask_prompt), parts=lines))
+        follow.append(ChatRequest(messages=(*requests[i].messages, ChatMessage("assistant", results[i].text), ask),
+                                  sampling=dataclasses.replace(cfg.sampling, max_tokens=24 * len(pt.components) + 16),
+                                  tag=f"{requests[i].tag}:parts"))
+    out = list(results)
+    for i, ans in zip(todo, backend.generate(follow), strict=True):
+        if ans.ok and ans.text.strip():
+            r = out[i]
+            out[i] = dataclasses.replace(r, completion_tokens=r.completion_tokens + ans.completion_tokens,
+                                         seconds=r.seconds + ans.seconds, extra={**r.extra, "parts_reask_text": ans.text})
     return out
 
 
