@@ -35,6 +35,9 @@ from sanctuary_local import procs
 from sanctuary_local.procs import session_members
 from sanctuary_local.runstate import STAGE_FILES
 
+#: The stage files of a run with the default config (the optional modes add more; off here).
+RUN_FILES = [STAGE_FILES[s] for s in ("hyde", "retrieval", "verdict")]
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 PROFILE = os.environ.get("SANCTUARY_TEST_PROFILE", str(ROOT / "tests" / "data" / "tiny_cpu.toml"))
@@ -134,7 +137,8 @@ def stage_lines(out: Path, strict: bool) -> dict[str, list[dict]]:
     """Parsed lines of each stage file. ``strict=False`` allows one torn last line (a
     kill -9 mid-write, repaired on resume); a claim may never appear twice."""
     found = {}
-    for name in STAGE_FILES.values():
+    assert not any((out / n).exists() for n in set(STAGE_FILES.values()) - set(RUN_FILES))
+    for name in RUN_FILES:
         path = out / name
         data = path.read_bytes() if path.exists() else b""
         lines = data.split(b"\n")

@@ -37,6 +37,9 @@ from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.llm.base import ChatResult
 from sanctuary_local.runstate import STAGE_FILES
 
+#: The stage files of a run with the default config (the optional modes add more; off here).
+RUN_FILES = [STAGE_FILES[s] for s in ("hyde", "retrieval", "verdict")]
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 TINY = str(ROOT / "tests" / "data" / "tiny_cpu.toml")
@@ -108,7 +111,8 @@ def assert_clean_error(rc: int, err: str, path: Path, cause: str) -> None:
 def assert_stage_files_sound(out: Path) -> dict[str, list[int]]:
     """Every stage file is whole JSONL lines only; no temp file is left; claim indices per file."""
     found = {}
-    for name in STAGE_FILES.values():
+    assert not any((out / n).exists() for n in set(STAGE_FILES.values()) - set(RUN_FILES))
+    for name in RUN_FILES:
         path = out / name
         data = path.read_bytes() if path.exists() else b""
         assert not data or data.endswith(b"\n"), f"{name} ends in a torn line"
