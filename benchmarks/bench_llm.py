@@ -95,8 +95,8 @@ def write(rows: list[dict], cfg, threads: list[int], args) -> None:
         "max_tokens": args.max_tokens, "cpu": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(), "load_avg_at_end": os.getloadavg(), "rows": rows,
     }
-    out = Path(args.out)
-    out.with_suffix(".json").write_text(json.dumps(report, indent=1))
+    out = Path(args.out)  # not with_suffix: "…qwen1.5b_threads" would lose ".5b_threads"
+    out.parent.joinpath(out.name + ".json").write_text(json.dumps(report, indent=1))
     lines = [f"# llama.cpp stage-1 benchmark ({report['model']}, max_tokens={args.max_tokens}, "
              f"{report['cpu_count']} cores)", "",
              "| threads | grammar | prompts | wall s | tok in | tok out | tok/s out | prompts/s | strict JSON | claim fallbacks "
@@ -108,7 +108,7 @@ def write(rows: list[dict], cfg, threads: list[int], args) -> None:
                      f"{r['claim_fallbacks']} | {r['mean_questions']} | {r['load_1min_before']}/{r['load_1min_after']} |")
     lines += ["", f"load average at end: {report['load_avg_at_end']}",
               "", "Command: `python benchmarks/bench_llm.py " + " ".join(sys.argv[1:]) + "`"]
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    out.parent.joinpath(out.name + ".md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
