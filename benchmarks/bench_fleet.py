@@ -114,7 +114,7 @@ def main() -> None:
              "| server | requests | failed | tokens out | tok/s over the wall time |", "|---|---|---|---|---|"]
     for u, st in per_server.items():
         lines.append(f"| {u} | {st['requests']} | {st['failed']} | {st['completion_tokens']} | {st['completion_tokens_per_s_wall']} |")
-    lines += ["", f"{os.cpu_count()} CPU cores shared with other jobs; load average {load_before} before, "
+    lines += ["", f"{os.cpu_count()} CPU cores (nothing else ran when the committed results were measured); load average {load_before} before, "
               f"{report['load_avg_at_end']} at the end."]
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 

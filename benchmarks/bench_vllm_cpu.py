@@ -101,8 +101,10 @@ def report() -> Path:
                      f"{r['prompt_tokens']} | {r['completion_tokens']} | {r['completion_tokens_per_s']} | {r['prompts_per_s']} | "
                      f"{r['finished']} | {r['valid_json_of_finished']} | {r['claim_fallbacks']} | "
                      f"{r['load_avg_before']} → {r['load_avg_at_end']} |")
-    lines += ["", f"Machine: {rows[0]['cpu_count'] if rows else '?'} CPU cores shared with other jobs "
-              "(the load averages above say how busy it was); each engine ran alone under `nice -n 15`."]
+    lines += ["", f"Machine: {rows[0]['cpu_count'] if rows else '?'} CPU cores; each engine ran alone, one after "
+              "the other (the load averages above say how busy the machine was: ~2 = the engine's own 2 cores).",
+              "", "Wall s counts generation only; load s is the engine start (vLLM: model load + torch.compile "
+              "warm-up; llama.cpp: mmap of the GGUF). finished = outputs that ended before max_tokens."]
     out = RESULTS / "llm_engines_cpu.md"
     out.write_text("\n".join(lines) + "\n")
     return out

