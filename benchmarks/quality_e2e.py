@@ -348,7 +348,7 @@ def to_markdown(res: dict[str, Any]) -> str:
                 if res['stage_s_per_claim'].get('followup') is not None else []),
               *(["", f"Decomposition (split + checks): {_f(res['stage_s_per_claim'].get('decompose'))} s/claim."]
                 if res['stage_s_per_claim'].get('decompose') is not None else []),
-              "", *usage_markdown([res]), *citations_markdown(res), *followup_markdown(res), *decomposition_markdown(res),
+              "", *usage_markdown([res]), *citations_markdown(res), *modes_markdown(res),
               "", "## Flag rates (share of claims)", "", "| flag | system | oracle |", "|---|---|---|"]
     orates = res["rows"].get("oracle_evidence", {}).get("flag_rates", {})
     lines += [f"| {f} | {r:.3f} | {_f(orates.get(f))} |" for f, r in res["flag_rates"].items()]
@@ -382,25 +382,27 @@ def write_png(results: list[dict[str, Any]], path: Path) -> Path:
     return path
 
 
-def decomposition_markdown(res: dict[str, Any]) -> list[str]:
-    d = res.get("decomposition")
-    if not d:
-        return []
-    return ["", "## Decomposition (decompose.enabled)", "",
-            "| claims | share split in parts | parts per split claim | share where the AND decided | share where it changed the model's label |",
-            "|---|---|---|---|---|",
-            f"| {d['claims']} | {_f(d['split'])} | {_f(d['parts_per_split_claim'])} | {_f(d['and_decided'])} | {_f(d['and_overrode'])} |"]
+#: The optional modes' stats tables: result key, title, (column title, stat key) pairs.
+MODE_TABLES = (
+    ("followup", "Follow-up round (followup.enabled)",
+     (("claims", "claims"), ("share asked", "claims_asked"), ("questions per asked claim", "questions_per_asked_claim"),
+      ("share of questions that found a snippet", "questions_found"),
+      ("completion tokens per asked claim", "completion_tokens_per_asked_claim"))),
+    ("decomposition", "Decomposition (decompose.enabled)",
+     (("claims", "claims"), ("share split in parts", "split"), ("parts per split claim", "parts_per_split_claim"),
+      ("share where the AND decided", "and_decided"), ("share where it changed the model's label", "and_overrode"))),
+)
 
 
-def followup_markdown(res: dict[str, Any]) -> list[str]:
-    f = res.get("followup")
-    if not f:
-        return []
-    return ["", "## Follow-up round (followup.enabled)", "",
-            "| claims | share asked | questions per asked claim | share of questions that found a snippet | completion tokens per asked claim |",
-            "|---|---|---|---|---|",
-            f"| {f['claims']} | {_f(f['claims_asked'])} | {_f(f['questions_per_asked_claim'])} | {_f(f['questions_found'])} | "
-            f"{_f(f['completion_tokens_per_asked_claim'])} |"]
+def modes_markdown(res: dict[str, Any]) -> list[str]:
+    """One small table per optional mode that ran (results without it: nothing)."""
+    lines: list[str] = []
+    for key, title, cols in MODE_TABLES:
+        stats = res.get(key)
+        if stats:
+            lines += ["", f"## {title}", "", "| " + " | ".join(c for c, _ in cols) + " |", "|---" * len(cols) + "|",
+                      "| " + " | ".join(_f(stats[k]) for _, k in cols) + " |"]
+    return lines
 
 
 def citations_markdown(res: dict[str, Any]) -> list[str]:

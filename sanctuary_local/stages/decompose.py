@@ -35,7 +35,7 @@ from sanctuary_local.records import (
 from sanctuary_local.stages.hyde import claim_fields, is_placeholder
 from sanctuary_local.stages.parsing import _FENCE, _SMART, _TRAILING_COMMA, _load, normalize_label
 
-__all__ = ["and_label", "component_queries", "decompose_prompt_hash", "format_components", "parse_check",
+__all__ = ["and_label", "decompose_prompt_hash", "format_components", "parse_check",
            "parse_component_labels", "parse_components", "run_decompose", "with_component_queries"]
 
 _ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)]|part\s*\d+\s*[:.)])\s*(.{8,}?)\s*$", re.IGNORECASE)
@@ -198,22 +198,16 @@ def run_decompose(claims: Sequence[Claim], backend: LLMBackend, cfg: DecomposeCo
     return out
 
 
-def component_queries(dec: Decomposition, start: int) -> tuple[Query, ...]:
-    """The parts as stage-2 queries, numbered from ``start`` (none for a claim of one part)."""
-    if len(dec.components) < 2:
-        return ()
-    return tuple(Query(dec.claim_index, start + i, p) for i, p in enumerate(dec.components))
-
-
 def with_component_queries(h: HydeResult, dec: Decomposition | None) -> HydeResult:
-    """``h`` with the claim's parts appended as queries (stage 2's input), parts already
-    asked as a question (up to case and spacing) skipped."""
-    if dec is None:
+    """``h`` with the claim's parts appended as queries (stage 2's input), numbered after its
+    questions; nothing for a claim of one part, and parts already asked as a question (up
+    to case and spacing) are skipped."""
+    if dec is None or len(dec.components) < 2:
         return h
     asked = {_norm(q.question) for q in h.queries}
-    extra = [q for q in component_queries(dec, len(h.queries)) if _norm(q.question) not in asked]
-    extra = [Query(q.claim_index, len(h.queries) + i, q.question) for i, q in enumerate(extra)]
-    return HydeResult(h.claim_index, h.provisional_label, (*h.queries, *extra), h.raw_text, h.flags, h.generation)
+    extra = [p for p in dec.components if _norm(p) not in asked]
+    queries = tuple(Query(h.claim_index, len(h.queries) + i, p) for i, p in enumerate(extra))
+    return HydeResult(h.claim_index, h.provisional_label, (*h.queries, *queries), h.raw_text, h.flags, h.generation)
 
 
 def parse_component_labels(text: str, n: int) -> list[str | None]:
