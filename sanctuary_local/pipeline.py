@@ -167,6 +167,10 @@ class _Run:
             cfg.models_dir = opts.models_dir
         self.cfg: Config = cfg
         preflight(cfg)
+        from sanctuary_local.stages.trust import load_trust
+
+        # read before check_state: a bad trust file stops the run before --force clears anything
+        self.trust = load_trust(cfg.retrieval.trust_file, cfg.retrieval.trust_default)
         self.store = KnowledgeStore(opts.store)
         self.claims = select_claims(read_claims(opts.claims), opts.claims_range, opts.limit)
         self.by_index = {c.index: c for c in self.claims}
@@ -188,9 +192,6 @@ class _Run:
         for sf in (self.decompose, self.hyde, self.evidence, self.followup_q, self.followup, self.verdict):
             if sf.repaired_bytes:
                 log.warning("%s: cut a torn last line (%d bytes) left by an interrupted run", sf.path, sf.repaired_bytes)
-        from sanctuary_local.stages.trust import load_trust
-
-        self.trust = load_trust(cfg.retrieval.trust_file, cfg.retrieval.trust_default)
         self.planner = (
             BudgetPlanner(cfg, opts.budget_s, len(self.claims)) if opts.budget_s else None
         )

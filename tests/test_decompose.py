@@ -214,3 +214,19 @@ def test_report_shows_the_parts_and_their_labels_escaped() -> None:
     assert "the model&#x27;s own label stands" in page
     whole = render_claim(Prediction(3, "c3", CLAIM.text, NEE), [], None)
     assert 'class="parts"' not in whole
+
+
+def test_a_bad_trust_file_stops_the_run_before_force_clears_anything(tmp_path: Path) -> None:
+    from sanctuary_local.pipeline import RunOptions, run_pipeline
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "stage1_hyde.jsonl").write_text('{"claim_index": 0, "record": {}}\n')
+    bad = tmp_path / "trust.toml"
+    bad.write_text('"who.int" = 7\n')
+    opts = RunOptions(claims=root / "examples" / "claims.json", store=root / "examples" / "store", out=out,
+                      profile="cpu-fast", quiet=True, force=True, overrides={"retrieval": {"trust_file": str(bad)}})
+    with pytest.raises(UserError, match="trust.toml: the weight of 'who.int'"):
+        run_pipeline(opts)
+    assert (out / "stage1_hyde.jsonl").read_text() == '{"claim_index": 0, "record": {}}\n'
