@@ -92,6 +92,14 @@ def score(gold: list, pred: list, workers: int | None) -> dict[str, Any]:
     }
 
 
+def _reuse_dir(source: str | None, work_root: Path) -> Path | None:
+    """``--reuse-from``: an earlier harness label (its ``run`` directory) or a run directory."""
+    if not source:
+        return None
+    labelled = work_root / source / "run"
+    return labelled if labelled.is_dir() else Path(source)
+
+
 def system_run(args: argparse.Namespace, store: Path, work: Path) -> Path:
     """Run (or resume) the pipeline on the range; returns the run directory."""
     from sanctuary_local.cli.run_cmd import parse_overrides
@@ -101,7 +109,7 @@ def system_run(args: argparse.Namespace, store: Path, work: Path) -> Path:
     opts = RunOptions(claims=Path(args.claims), store=store, out=out, profile=args.profile,
                       claims_range=args.indices, workers=args.workers, quiet=args.quiet,
                       overrides=parse_overrides(args.set) if args.set else None,
-                      argv=["quality_e2e", *sys.argv[1:]])
+                      reuse_from=_reuse_dir(args.reuse_from, work.parent), argv=["quality_e2e", *sys.argv[1:]])
     run_pipeline(opts)
     return out
 
@@ -482,6 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="retrieval / METEOR processes")
     ap.add_argument("--no-oracle", dest="oracle", action="store_false", help="skip the oracle-evidence row")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--reuse-from", metavar="LABEL_OR_RUN_DIR",
+                    help="copy the stages of an earlier run whose inputs are unchanged (e.g. the base run's stages "
+                         "1-2 when only verdict settings differ); their seconds per claim are the source's")
     ap.add_argument("--eval-only", action="store_true",
                     help="score the finished run in the work directory as it is (no run, no resume)")
     ap.add_argument("--compare", nargs="+", metavar="RESULT_JSON", help="tabulate existing results (no run)")

@@ -192,6 +192,12 @@ class _Run:
         for sf in (self.decompose, self.hyde, self.evidence, self.followup_q, self.followup, self.verdict):
             if sf.repaired_bytes:
                 log.warning("%s: cut a torn last line (%d bytes) left by an interrupted run", sf.path, sf.repaired_bytes)
+        if opts.reuse_from is not None:
+            from sanctuary_local.reuse import reuse_stages
+
+            files = {"decompose": self.decompose, "hyde": self.hyde, "retrieval": self.evidence,
+                     "followup_questions": self.followup_q, "followup": self.followup, "verdict": self.verdict}
+            reuse_stages(Path(opts.reuse_from), self.out, cfg, fingerprint, files, [c.index for c in self.claims])
         self.planner = (
             BudgetPlanner(cfg, opts.budget_s, len(self.claims)) if opts.budget_s else None
         )

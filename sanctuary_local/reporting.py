@@ -232,7 +232,7 @@ class RunReporter:
             from sanctuary_local.stages.hyde import hyde_prompt_hash
             from sanctuary_local.stages.verdict import config_prompt_hash
 
-            prompts = {"hyde": hyde_prompt_hash(), "verdict": config_prompt_hash(self.cfg.verdict)}
+            prompts = {"hyde": hyde_prompt_hash(self.cfg.hyde.prompt), "verdict": config_prompt_hash(self.cfg.verdict)}
         except Exception as exc:  # noqa: BLE001 - the manifest must still be written
             prompts = {"error": str(exc)}
         versions = {}

@@ -31,6 +31,9 @@ class RunOptions:
     overlap: bool | None = None
     """Run stage 2 (CPU pool) while stage 1 generates the next wave. None: on when stage 1
     runs on a GPU/server backend (vllm, openai_http), where the CPU is otherwise idle."""
+    reuse_from: Path | None = None
+    """Another run directory whose finished stages this run copies where their inputs are
+    unchanged (``reuse.py``)."""
     argv: list[str] = field(default_factory=list)
 
 

@@ -96,6 +96,10 @@ class StageFile(Generic[T]):
                 f.flush()
                 os.fsync(f.fileno())
 
+    def sibling(self, path: Path) -> StageFile[T]:
+        """The same stage's file of another run (read with this file's decoder)."""
+        return StageFile(path, self._decode)
+
     def __contains__(self, claim_index: int) -> bool:
         return claim_index in self.records
 

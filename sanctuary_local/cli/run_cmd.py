@@ -46,6 +46,7 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or config dump."),
     models_dir: str = typer.Option(None, "--models-dir", help="Where fetched models live (default: models/)."),
     overlap: bool = typer.Option(None, "--overlap/--no-overlap", help="Retrieve finished stage-1 waves while the next generates (default: on for vllm/openai_http stage 1, off on CPU)."),
+    reuse_from: Path = typer.Option(None, "--reuse-from", help="Copy the finished stages of this earlier run whose inputs (config sections, claims, store, prompts) are unchanged; recompute the rest (what-if runs)."),
     set_: list[str] = typer.Option([], "--set", help="Override a config value, e.g. --set verdict.sampling.max_tokens=256 (repeatable)."),
 ) -> None:
     """Fact-check claims: HyDE questions → BM25 + semantic retrieval → verdict.
@@ -66,7 +67,7 @@ def run(
     opts = RunOptions(
         claims=claims, store=store, out=out, profile=profile, limit=limit, claims_range=claims_range,
         workers=workers, budget_s=budget_s, force=force, quiet=quiet, overrides=parse_overrides(set_) or None,
-        models_dir=models_dir, overlap=overlap, argv=["sanctuary-local", *sys.argv[1:]],
+        models_dir=models_dir, overlap=overlap, reuse_from=reuse_from, argv=["sanctuary-local", *sys.argv[1:]],
     )
     hint = f"to resume, run the same command again (from {os.getcwd()}):\n  {shlex.join(opts.argv)}"
     # The guard ends this run's child processes if it dies without cleaning up (kill -9, OOM).
