@@ -255,6 +255,14 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "config") -> Config:
+        """A config from ``to_dict()`` output (e.g. a run's ``config.json``); keys it lacks
+        (settings added since it was written) keep their defaults."""
+        cfg = cls()
+        _merge(cfg, data, where)
+        return cfg
+
     def fingerprint(self) -> str:
         """Hash of everything that changes results (used to refuse mixing runs)."""
         return hashlib.sha256(orjson.dumps(self.to_dict(), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]

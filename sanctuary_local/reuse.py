@@ -9,8 +9,8 @@ on top of everything before it:
     verdict (verdict)
 
 Walking the chain, a stage's records are copied from the source run while every section
-up to it is equal in both effective configs (``config.json``; ``retrieval.workers`` is
-ignored: it sets how many processes, not what they compute). The first stage that
+up to it is equal in both effective configs (``config.json``, where a key an older run
+lacks is a setting added since and counts as its default; ``retrieval.workers`` is ignored: it sets how many processes, not what they compute). The first stage that
 differs, and all after it, are computed as usual. Stage 1 does not read the
 decomposition, so switching ``decompose.enabled`` still reuses stage 1.
 
@@ -87,7 +87,9 @@ def reusable_stages(src: Path, out: Path, config: Config, fingerprint: dict[str,
         raise UserError(f"--reuse-from: {src} is not a run directory")
     if src.resolve() == out.resolve():
         raise UserError(f"--reuse-from: {src} is --out itself (to resume a run, give the same command without --reuse-from)")
-    old_cfg = _load_json(src / "config.json", "not a run directory, or its run never started")
+    # keys an older run's config.json lacks are settings added since: their defaults (off)
+    old_cfg = Config.from_dict(_load_json(src / "config.json", "not a run directory, or its run never started"),
+                               f"--reuse-from: {src / 'config.json'}").to_dict()
     state = _load_json(src / STATE_FILE, "not a run directory").get("fingerprint") or {}
     if state.get("claims_file") != fingerprint.get("claims_file"):
         raise UserError(f"--reuse-from: {src} was run on another claims file (its sha256 differs)")

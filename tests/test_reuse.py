@@ -55,6 +55,19 @@ def test_the_first_changed_section_ends_the_chain(tmp_path: Path, new: dict, exp
     assert _stages(tmp_path, new) == expected
 
 
+def test_an_older_config_without_newer_settings_counts_them_as_defaults(tmp_path: Path) -> None:
+    src = _source(tmp_path)
+    old = orjson.loads((src / "config.json").read_bytes())
+    del old["followup"], old["verdict"]["citations"]  # settings a later version added
+    (src / "config.json").write_bytes(orjson.dumps(old))
+    assert reusable_stages(src, tmp_path / "out", load_config("cpu-fast"), FP) == ALL
+    assert reusable_stages(src, tmp_path / "out", load_config("cpu-fast", {"followup": {"enabled": True}}), FP) == ALL[:3]
+    old["hyde"]["retired_setting"] = 1
+    (src / "config.json").write_bytes(orjson.dumps(old))
+    with pytest.raises(UserError, match="unknown config key 'retired_setting'"):
+        reusable_stages(src, tmp_path / "out", load_config("cpu-fast"), FP)
+
+
 def test_another_store_recomputes_retrieval_on(tmp_path: Path) -> None:
     assert _stages(tmp_path, fingerprint={"store": "/stores/b"}) == ["hyde", "decompose"]
 
