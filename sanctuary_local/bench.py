@@ -9,6 +9,7 @@ per-claim budget is the FEVER-8 shared task's (SANCTUARY paper §5.5).
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -48,7 +49,8 @@ def summarize(timings: dict[str, Any], profile: str, label: str, source: str = "
     projected = wall * PROJECTION_CLAIMS
     return {
         "label": label, "profile": profile, "source": source, "n_claims": timings["n_claims"],
-        "host": {"machine": platform.machine(), "python": platform.python_version(), "cpus": _cpus()},
+        "host": {"machine": platform.machine(), "python": platform.python_version(), "cpus": _cpus(),
+                 "loadavg": [round(x, 2) for x in os.getloadavg()]},  # at the end: the figures' context
         "stages": stages,
         "total": {
             "s_per_claim_wall": round(wall, 3), "s_per_claim_stage_sum": round(stage_sum, 3),
@@ -82,7 +84,8 @@ def to_markdown(res: dict[str, Any]) -> str:
         f"# Bench `{res['label']}` — profile `{res['profile']}`, {res['n_claims']} claim(s)",
         "",
         f"Host: {res['host']['machine']}, {res['host']['cpus']} CPU(s), Python {res['host']['python']}; "
-        f"GPU: {(res['gpu'] or {}).get('device', 'none')}. Source: `{res['source']}`.",
+        f"GPU: {(res['gpu'] or {}).get('device', 'none')}. Load average at the end: "
+        f"{res['host'].get('loadavg', 'not recorded')}. Source: `{res['source']}`.",
         "",
         "| stage | s/claim mean | p50 | p95 | claims/h | load s | tokens in | tokens out | tok/s in | tok/s out |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -186,6 +189,21 @@ def compare_markdown(cmp: dict[str, Any], a: dict[str, Any], b: dict[str, Any]) 
     rows.append(f"| total (wall) | {_fmt(a['total']['s_per_claim_wall'])} | {_fmt(b['total']['s_per_claim_wall'])} | "
                 f"{_fmt(cmp['ratio_b_over_a']['total_wall'])} |")
     return f"A = `{cmp['a']}`, B = `{cmp['b']}`\n\n" + "\n".join(rows) + "\n"
+
+
+def write_comparison(cmp: dict[str, Any], a: dict[str, Any], b: dict[str, Any], results_dir: Path,
+                     label: str) -> list[Path]:
+    """``bench_compare_<label>.json``, ``.md`` (the B/A table, both sources, both hosts'
+    load) and ``.png`` (A and B as stacked per-stage bars against the budget line)."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"bench_compare_{label}"
+    json_path, md_path = results_dir / f"{stem}.json", results_dir / f"{stem}.md"
+    json_path.write_text(json.dumps({"label": label, **cmp, "results": [a, b]}, indent=2) + "\n", "utf-8")
+    sources = [f"- {k} = `{r['label']}` (profile `{r['profile']}`, {r.get('n_claims', '?')} claim(s), source "
+               f"`{r.get('source', '?')}`; load average at the end {r.get('host', {}).get('loadavg', 'not recorded')})" for k, r in (("A", a), ("B", b))]
+    md_path.write_text(f"# Bench before/after `{label}`\n\n" + compare_markdown(cmp, a, b) + "\n" + "\n".join(sources)
+                       + f"\n\nChart: `{stem}.png`.\n", "utf-8")
+    return [json_path, md_path, write_chart([a, b], results_dir / f"{stem}.png")]
 
 
 def synthetic_inputs(n_claims: int, scale: float, out_dir: Path, seed: int = 7) -> tuple[Path, Path]:

@@ -81,6 +81,16 @@ def test_cli_from_timings_and_compare(timings: dict, tmp_path: Path) -> None:
     out = tmp_path / "res" / "bench_cli.json"
     assert out.is_file() and (tmp_path / "res" / "bench_cli.png").is_file()
     assert main(["bench", "--compare", str(out), str(RESULT)]) == 0
+    assert not list((tmp_path / "res").glob("bench_compare_*"))  # without --label: printed only
+    assert main(["bench", "--compare", str(RESULT), str(out), "--results-dir", str(tmp_path / "res"), "--label", "ab"]) == 0
+    chart = tmp_path / "res" / "bench_compare_ab.png"
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (tmp_path / "res" / "bench_compare_ab.md").read_text("utf-8")
+    assert "| verdict |" in md and "A = `cpu_examples_4claims`" in md and "B = `cli`" in md
+    assert "load average at the end not recorded" in md  # the committed result predates the field
+    cmp = json.loads((tmp_path / "res" / "bench_compare_ab.json").read_text("utf-8"))
+    assert [r["label"] for r in cmp["results"]] == ["cpu_examples_4claims", "cli"]
+    assert len(json.loads(out.read_text("utf-8"))["host"]["loadavg"]) == 3
     assert main(["bench", "--claims", str(out)]) == 2  # needs --store or --synthetic
 
 

@@ -27,7 +27,7 @@ def bench(
     label: str = typer.Option(None, "--label", help="Result name (default: <profile>_<source>_<N>)."),
     set_: list[str] = typer.Option([], "--set", help="Config override key=value (repeatable), as in `run`."),
     from_timings: Path = typer.Option(None, "--from-timings", help="Report an existing run's timings.json; no run."),
-    compare_: tuple[Path, Path] | None = typer.Option(None, "--compare", help="Print B/A per stage of two bench JSONs."),
+    compare_: tuple[Path, Path] | None = typer.Option(None, "--compare", help="Print B/A per stage of two bench JSONs (A = before, B = after); with --label also write bench_compare_<label>.{json,md,png} (a before/after chart)."),
 ) -> None:
     """Run the pipeline on N claims (or read a run's timings.json) and write JSON/markdown/PNG."""
     from sanctuary_local import bench as b
@@ -37,6 +37,9 @@ def bench(
         cmp = b.compare(ra, rb)
         console.print(Markdown(b.compare_markdown(cmp, ra, rb)))
         console.print_json(json.dumps(cmp))
+        if label:
+            paths = b.write_comparison(cmp, ra, rb, results_dir, label)
+            console.print("wrote " + ", ".join(str(p) for p in paths))
         return
     if from_timings is not None:
         timings, source, kind = b.load_timings(from_timings), str(from_timings), "timings"
