@@ -18,15 +18,19 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
+import time
 
 import numpy as np
 
 from sanctuary_local.config import EmbedderConfig
 from sanctuary_local.errors import require
 from sanctuary_local.models import resolve_model, set_offline_env
+
+log = logging.getLogger("sanctuary_local")
 
 __all__ = ["Embedder", "StaticEmbedder", "CachedChonkieEmbeddings", "make_embedder", "pick_device", "distill_static"]
 
@@ -115,6 +119,8 @@ def distill_static(base: str, models_dir: str | Path = "models", cache: str | Pa
         return dest
     from model2vec.distill import distill
 
+    log.warning("distilling the static model %s%s once (a few minutes on 2 cores; cached in %s)", STATIC_PREFIX, base, dest)
+    t0 = time.perf_counter()
     model = distill(model_name=str(src), pca_dims=STATIC_DIMS)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
@@ -123,6 +129,7 @@ def distill_static(base: str, models_dir: str | Path = "models", cache: str | Pa
         tmp.rename(dest)
     except OSError:  # another process finished first: keep its copy
         shutil.rmtree(tmp, ignore_errors=True)
+    log.info("static model %s%s distilled in %.0f s", STATIC_PREFIX, base, time.perf_counter() - t0)
     return dest
 
 

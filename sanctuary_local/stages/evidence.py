@@ -261,6 +261,15 @@ def _one_claim(claim_index: int, queries: tuple[Query, ...]) -> ClaimEvidence:
         return ClaimEvidence(claim_index, tuple(QueryEvidence(q) for q in queries), (f"retrieval_error: {msg}",))
 
 
+def _prepare_static(cfg: RetrievalConfig, models_dir: str | Path) -> None:
+    """Distil (or find cached) the ``static:`` models the config names, in this process."""
+    from sanctuary_local.retrieval.embed import STATIC_PREFIX, distill_static
+
+    for section in (cfg.sts, cfg.retriever):
+        if section.model.startswith(STATIC_PREFIX):
+            distill_static(section.model[len(STATIC_PREFIX):], models_dir)
+
+
 class RetrievalPool:
     """A persistent pool of retrieval workers (each loads the models once and opens the
     store itself). ``submit`` returns a future of a ``ClaimEvidence``; a worker crash
@@ -283,6 +292,7 @@ class RetrievalPool:
         if self.workers == 1:
             _init_worker(cfg, str(models_dir), str(store_path))
         else:
+            _prepare_static(cfg, models_dir)  # a static model is distilled once here, not once per worker
             ctx = get_context("spawn")  # fork + torch threads deadlocks; spawn is safe everywhere
             self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init_worker,
                                              initargs=(cfg, str(models_dir), str(store_path), os.getpid()))
