@@ -61,9 +61,10 @@ def storage_error(exc: OSError, path: Path | str | None = None) -> StorageError:
 class StageFile(Generic[T]):
     """Append-only, fsync'ed JSONL of one stage's records, keyed by claim index."""
 
-    def __init__(self, path: Path, decode: Callable[[dict[str, Any]], T]) -> None:
+    def __init__(self, path: Path, decode: Callable[[dict[str, Any]], T], repair: bool = True) -> None:
         self.path = path
         self._decode = decode
+        self._repair = repair  # False: read only (another run's file is never cut)
         self.records: dict[int, T] = {}
         self.extras: dict[int, dict[str, Any]] = {}
         self.repaired_bytes = 0
@@ -89,7 +90,7 @@ class StageFile(Generic[T]):
             self.records.setdefault(idx, rec)  # first write wins: exactly once
             self.extras.setdefault(idx, obj.get("extra") or {})
             pos = good_end = nl + 1
-        if good_end < len(data):
+        if good_end < len(data) and self._repair:
             self.repaired_bytes = len(data) - good_end
             with open(self.path, "r+b") as f:
                 f.truncate(good_end)
@@ -97,8 +98,9 @@ class StageFile(Generic[T]):
                 os.fsync(f.fileno())
 
     def sibling(self, path: Path) -> StageFile[T]:
-        """The same stage's file of another run (read with this file's decoder)."""
-        return StageFile(path, self._decode)
+        """The same stage's file of another run, read only (with this file's decoder): a torn
+        last line there is skipped, not cut, so a source run still being written is left alone."""
+        return StageFile(path, self._decode, repair=False)
 
     def __contains__(self, claim_index: int) -> bool:
         return claim_index in self.records

@@ -172,3 +172,17 @@ def test_reuse_end_to_end_on_the_real_model(tmp_path: Path) -> None:
     assert all(o["extra"]["reused_from"] == tag for o in _lines(other / STAGE_FILES["hyde"]).values())
     assert not any("reused_from" in o["extra"] for o in _lines(other / STAGE_FILES["retrieval"]).values())
     assert sorted(_lines(other / STAGE_FILES["verdict"])) == [0, 1]
+
+
+def test_a_torn_source_file_is_read_not_cut(tmp_path: Path) -> None:
+    src = _source(tmp_path)
+    theirs = StageFile(src / STAGE_FILES["hyde"], HydeResult.from_dict)
+    theirs.append(0, _hyde(0, "theirs 0?"))
+    with open(theirs.path, "ab") as f:
+        f.write(b'{"claim_index": 1, "rec')  # a source run still writing its next line
+    before = theirs.path.read_bytes()
+    out = tmp_path / "out"
+    out.mkdir()
+    files = {key: StageFile(out / name, HydeResult.from_dict) for key, name in STAGE_FILES.items()}
+    assert reuse_stages(src, out, load_config("cpu-fast"), FP, files, [0, 1]) == {"hyde": 1}
+    assert theirs.path.read_bytes() == before
