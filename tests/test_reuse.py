@@ -45,7 +45,7 @@ def test_same_config_reuses_every_stage(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("new", "expected"), [
     ({"verdict": {"citations": True}}, ["hyde", "decompose", "retrieval", "followup_questions", "followup"]),
     ({"followup": {"enabled": True}}, ["hyde", "decompose", "retrieval"]),
-    ({"retrieval": {"prefilter": 32}}, ["hyde", "decompose"]),
+    ({"retrieval": {"prefilter": 16}}, ["hyde", "decompose"]),
     ({"decompose": {"enabled": True}}, ["hyde"]),  # stage 1 does not read the decomposition
     ({"hyde": {"sampling": {"max_tokens": 100}}}, []),
     ({"seed": 1}, []),

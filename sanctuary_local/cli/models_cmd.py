@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sanctuary_local.errors import UserError
-from sanctuary_local.models import ROLE_FIELDS, ROLES, load_manifest, missing_files
+from sanctuary_local.models import ROLE_FIELDS, ROLES, STATIC_PREFIX, load_manifest, missing_files, source_model
 
 console = Console()
 
@@ -48,12 +48,15 @@ def list_models(
     for pname in [profile] if profile else sorted(manifest.profiles):
         roles = manifest.profile(pname)
         for role in ROLES:
-            name = roles[role]
+            shown = roles[role]
+            name = source_model(shown)  # a static: model is distilled locally from its base
             hub = manifest.models.get(name)
             source = hub.repo if hub else manifest.packaged[name.removeprefix("packaged:")].source_label
+            if shown.startswith(STATIC_PREFIX):
+                source = f"static (model2vec), distilled here from {source}"
             revision = (hub.revision[:12] + ("" if hub.pinned else " (unpinned)")) if hub else "-"
             quant = f"{hub.quantization} / {hub.dtype}" if hub else manifest.packaged[name.removeprefix("packaged:")].quantization
-            table.add_row(pname, f"{role} ({ROLE_FIELDS[role]})", name, source, revision, quant, _status(name, models_dir))
+            table.add_row(pname, f"{role} ({ROLE_FIELDS[role]})", shown, source, revision, quant, _status(name, models_dir))
     console.print(table)
 
 

@@ -28,14 +28,12 @@ import numpy as np
 
 from sanctuary_local.config import EmbedderConfig
 from sanctuary_local.errors import require
-from sanctuary_local.models import resolve_model, set_offline_env
+from sanctuary_local.models import STATIC_PREFIX, resolve_model, set_offline_env
 
 log = logging.getLogger("sanctuary_local")
 
 __all__ = ["Embedder", "StaticEmbedder", "CachedChonkieEmbeddings", "make_embedder", "pick_device", "distill_static"]
 
-#: Model-name prefix of a static embedder distilled from the named model.
-STATIC_PREFIX = "static:"
 #: PCA dimensions of a distilled static model (model2vec's default).
 STATIC_DIMS = 256
 
