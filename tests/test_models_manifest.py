@@ -126,6 +126,11 @@ def test_parse_manifest_names_bad_entries() -> None:
         parse_manifest(base + "[profiles.p]\n" + roles.replace('stage3_llm = "a"', 'stage3_llm = "zz"'))
     with pytest.raises(UserError, match="x.toml: cannot parse"):
         parse_manifest("[[[", "x.toml")
+    # a static model is distilled from a manifest model: the base must be known
+    static = roles.replace('sts_embedder = "a"', 'sts_embedder = "static:a"')
+    assert parse_manifest(base + "[profiles.p]\n" + static).profile("p")["sts_embedder"] == "static:a"
+    with pytest.raises(UserError, match="unknown model 'static:zz'"):
+        parse_manifest(base + "[profiles.p]\n" + static.replace("static:a", "static:zz"))
     with pytest.raises(UserError, match="unknown models profile 'nope'"):
         load_manifest().profile("nope")
 
