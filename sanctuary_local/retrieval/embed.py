@@ -7,7 +7,7 @@ L2-normalised so inner product = cosine.
 
 ``static:<model>`` names a static (model2vec) embedder distilled from ``<model>`` on
 first use (``distill_static``: one forward pass per vocabulary token, PCA to 256
-dimensions; a few minutes on 2 cores) and cached under ``$SANCTUARY_CACHE/static/``
+dimensions; 11 s measured on 2 cores) and cached under ``$SANCTUARY_CACHE/static/``
 (default ``~/.cache/sanctuary_local``). Encoding is then a table look-up and a mean:
 ~10⁴ sentences/s on one core, for semantic-chunk boundaries and candidate pre-selection.
 """
@@ -117,7 +117,7 @@ def distill_static(base: str, models_dir: str | Path = "models", cache: str | Pa
         return dest
     from model2vec.distill import distill
 
-    log.warning("distilling the static model %s%s once (a few minutes on 2 cores; cached in %s)", STATIC_PREFIX, base, dest)
+    log.warning("distilling the static model %s%s once (seconds; cached in %s)", STATIC_PREFIX, base, dest)
     t0 = time.perf_counter()
     model = distill(model_name=str(src), pca_dims=STATIC_DIMS)
     dest.parent.mkdir(parents=True, exist_ok=True)
