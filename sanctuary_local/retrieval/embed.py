@@ -15,6 +15,8 @@ dimensions; 11 s measured on 2 cores) and cached under ``$SANCTUARY_CACHE/static
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Sequence
 
 import hashlib
@@ -50,31 +52,29 @@ def pick_device(device: str) -> str:
 class _BenignLoadReport(logging.Filter):
     """Drops transformers' load report when it lists only UNEXPECTED keys (the packaged
     MiniLM's unused ``embeddings.position_ids`` buffer, printed by every retrieval worker);
-    a report with MISSING or MISMATCHED weights, which change what the model computes, stays."""
+    a report with MISSING, MISMATCH or CONVERSION rows (weights that change what the model
+    computes, or an error about to be raised) stays."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         msg = record.getMessage()
-        return "LOAD REPORT" not in msg or "MISSING" in msg or "MISMATCH" in msg
+        return "LOAD REPORT" not in msg or any(s in msg for s in ("MISSING", "MISMATCH", "CONVERSION"))
 
 
-class _quiet_load:
+@contextmanager
+def _quiet_load() -> Iterator[None]:
     """While a sentence-transformers model loads: no per-worker "Loading weights" progress
-    bar, and no benign load report (``_BenignLoadReport``); both restored afterwards."""
+    bar and no benign load report; both restored afterwards."""
+    from transformers.utils import logging as tlog
 
-    def __enter__(self) -> None:
-        from transformers.utils import logging as tlog
-
-        self._bar = tlog.is_progress_bar_enabled()
-        tlog.disable_progress_bar()
-        self._filter = _BenignLoadReport()
-        self._logger = logging.getLogger("transformers.modeling_utils")
-        self._logger.addFilter(self._filter)
-
-    def __exit__(self, *exc: object) -> None:
-        from transformers.utils import logging as tlog
-
-        self._logger.removeFilter(self._filter)
-        if self._bar:
+    bar, report = tlog.is_progress_bar_enabled(), _BenignLoadReport()
+    tlog.disable_progress_bar()
+    logger = logging.getLogger("transformers.modeling_utils")
+    logger.addFilter(report)
+    try:
+        yield
+    finally:
+        logger.removeFilter(report)
+        if bar:
             tlog.enable_progress_bar()
 
 
