@@ -19,9 +19,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The main job on the embedded CPU defaults (Qwen2.5-Coder-1.5B). Exit code 3 = finished
-# with some claims flagged as degraded (a small CPU model often is), which is still a result.
+# The main job on the embedded CPU defaults (Qwen2.5-Coder-1.5B). `doctor` first: a table of
+# what the profile needs, and it stops here (exit 1) with the fixes if something is missing.
+# Exit code 3 = finished with some claims flagged as degraded (a small CPU model often is),
+# which is still a result.
 demo: install
+	$(BIN)/sanctuary-local doctor --profile cpu
 	$(BIN)/sanctuary-local run --claims examples/claims.json --store examples/store --out runs/demo --profile cpu --force || [ $$? -eq 3 ]
 
 test: install

@@ -1,7 +1,10 @@
 """Command-line interface: the only place that reads argv, config files and the environment.
 
 Each sub-command lives in its own module ``<name>_cmd.py`` exposing ``register(app)``.
-User errors (``UserError``) print one clear line and exit with code 2, no traceback.
+User errors (``UserError``) print one clear line and exit with code 2, no traceback; so
+do usage errors (unknown command or option, missing option, bad value), which click and
+typer's vendored copy of click (``typer._click`` in recent typer, e.g. 0.29) raise as their own
+``ClickException`` classes: one ``error:`` line, then the usage and the ``--help`` hint.
 """
 
 from __future__ import annotations
@@ -15,7 +18,18 @@ from rich.console import Console
 from sanctuary_local import __version__
 from sanctuary_local.errors import UserError
 
-COMMANDS = ("inspect", "convert", "run", "eval", "models", "bench", "report")
+#: Sub-command modules ``sanctuary_local.cli.<name>_cmd``, in ``--help`` order (one per line:
+#: add a command by adding its line).
+COMMANDS = (
+    "run",
+    "eval",
+    "report",
+    "inspect",
+    "convert",
+    "models",
+    "bench",
+    "doctor",
+)
 
 app = typer.Typer(
     name="sanctuary-local",
@@ -46,10 +60,38 @@ for _name in COMMANDS:
         importlib.import_module(f"sanctuary_local.cli.{_name}_cmd").register(app)
 
 
+def _click_class(exc: BaseException, name: str) -> bool:
+    """True when ``exc`` is click's class ``name`` (``ClickException``, ``Exit``, ``Abort``)
+    from click itself or from the copy vendored in recent typer (``typer._click``):
+    the installed typer decides which one the parser raises, so match both by name."""
+    return any(c.__name__ == name and c.__module__.split(".")[0] in ("click", "typer") for c in type(exc).__mro__)
+
+
+def _show_usage_error(exc: BaseException) -> int:
+    """One ``error:`` line, then the command's usage and its ``--help`` hint (stderr);
+    the exception's exit code (2 for usage errors, as click intends)."""
+    from rich.markup import escape
+
+    code = getattr(exc, "exit_code", 1)
+    if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group: its help is the answer
+        exc.show()  # type: ignore[attr-defined]
+        return code
+    fmt = getattr(exc, "format_message", None)
+    message = fmt() if callable(fmt) else str(exc)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        err_console.print(escape(ctx.get_usage()), highlight=False, soft_wrap=True)
+    where = ctx.command_path if ctx is not None else app.info.name
+    err_console.print(f"Try '{escape(where)} --help' for help.", highlight=False, soft_wrap=True)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``sanctuary-local`` console script."""
     try:
-        rc = app(args=argv, standalone_mode=False)
+        # prog_name: usage lines name the command users type, also under `python -m` or a test
+        rc = app(args=argv, standalone_mode=False, prog_name=app.info.name)
     except UserError as exc:
         from rich.markup import escape  # messages hold brackets, e.g. pip install 'sanctuary-local[gpu]'
 
@@ -61,12 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         err_console.print("aborted")
         return 130
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - click's own classes, from click or typer._click
+        if _click_class(exc, "ClickException") and callable(getattr(exc, "show", None)):
+            return _show_usage_error(exc)
+        if _click_class(exc, "Exit"):
+            return int(getattr(exc, "exit_code", 0))
+        if _click_class(exc, "Abort"):
+            err_console.print("aborted")
+            return 130
         raise
     # With standalone_mode=False click returns the code of a raised typer.Exit.
     return rc if isinstance(rc, int) else 0
