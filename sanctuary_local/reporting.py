@@ -131,8 +131,9 @@ class RunReporter:
         self.t0 = time.perf_counter()
         _dump(out / "config.json", cfg.to_dict())
         log.info("sanctuary-local %s run: %s", __version__, " ".join(opts.argv) or "(api)")
-        self.console.print(f"[bold]profile[/] {cfg.profile}  [bold]out[/] {out}  (effective config: {out / 'config.json'})")
-        if not quiet:
+        self.console.print(f"[bold]profile[/] {cfg.profile}  [bold]out[/] {out}  (effective config saved to "
+                           f"{out / 'config.json'}; --show-config prints it)", highlight=False, soft_wrap=True)
+        if opts.show_config and not quiet:
             self.console.print_json(orjson.dumps(cfg.to_dict()).decode())
 
     def _setup_log(self) -> None:

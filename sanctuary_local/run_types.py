@@ -26,6 +26,8 @@ class RunOptions:
     budget_s: float | None = None
     force: bool = False
     quiet: bool = False
+    show_config: bool = False
+    """Print the effective config (JSON) on the console; it is saved to ``config.json`` either way."""
     overrides: dict[str, Any] | None = None
     models_dir: str | None = None
     overlap: bool | None = None

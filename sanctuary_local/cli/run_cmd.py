@@ -43,7 +43,8 @@ def run(
     workers: int = typer.Option(None, "--workers", help="Retrieval processes (default: CPU count)."),
     budget_s: float = typer.Option(None, "--budget-s", help="Target mean seconds per claim; degrades documented knobs when over."),
     force: bool = typer.Option(False, "--force", help="Discard partial results of a different config in --out."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or config dump."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars, no verdicts on the console."),
+    show_config: bool = typer.Option(False, "--show-config", help="Print the effective config (JSON) before the run; it is always saved to --out/config.json."),
     models_dir: str = typer.Option(None, "--models-dir", help="Where fetched models live (default: models/)."),
     overlap: bool = typer.Option(None, "--overlap/--no-overlap", help="Retrieve finished stage-1 waves while the next generates (default: on for vllm/openai_http stage 1, off on CPU)."),
     reuse_from: Path = typer.Option(None, "--reuse-from", help="Copy the finished stages of this earlier run whose inputs (config sections, claims, store, prompts) are unchanged; recompute the rest (what-if runs)."),
@@ -66,7 +67,8 @@ def run(
         raise UserError("--workers must be > 0")
     opts = RunOptions(
         claims=claims, store=store, out=out, profile=profile, limit=limit, claims_range=claims_range,
-        workers=workers, budget_s=budget_s, force=force, quiet=quiet, overrides=parse_overrides(set_) or None,
+        workers=workers, budget_s=budget_s, force=force, quiet=quiet, show_config=show_config,
+        overrides=parse_overrides(set_) or None,
         models_dir=models_dir, overlap=overlap, reuse_from=reuse_from, argv=["sanctuary-local", *sys.argv[1:]],
     )
     hint = f"to resume, run the same command again (from {os.getcwd()}):\n  {shlex.join(opts.argv)}"
@@ -78,20 +80,68 @@ def run(
             print(f"stopped: {exc}\n{hint}", file=sys.stderr, flush=True)
             raise typer.Exit(exc.exit_code) from None
     if not quiet:
-        _print_verdicts(summary)
+        print_verdicts(summary, claims)
     raise typer.Exit(summary.exit_code)
 
 
-def _print_verdicts(summary: Any) -> None:
+def print_verdicts(summary: Any, claims: Path, console: Any = None) -> None:
+    """Each claim's verdict, flags and evidence URLs; what the flags mean, once per kind;
+    then the next steps with this run's paths. Claim texts, URLs and flags come from the
+    data and the models: they are escaped, never read as rich markup."""
     from rich.console import Console
+    from rich.markup import escape
 
-    console = Console()
+    from sanctuary_local.pipeline import degraded_reasons
+
+    console = console or Console()
+    flags: list[str] = []
     for p in summary.predictions:
-        urls = list(dict.fromkeys(e.url for e in p.evidence))
-        console.print(f"[bold]claim {p.claim_id}[/]: {p.claim}")
-        console.print(f"  → [bold magenta]{p.label}[/]" + (f"  flags: {', '.join(p.flags)}" if p.flags else ""))
+        urls = list(dict.fromkeys(e.url for e in p.evidence if e.url))
+        bad = set(degraded_reasons(p.flags))
+        shown = ", ".join(f"[red]{escape(f)}[/]" if f.split(":")[0] in bad else escape(f) for f in p.flags)
+        console.print(f"[bold]claim {escape(str(p.claim_id))}[/]: {escape(p.claim)}", highlight=False)
+        console.print(f"  → [bold magenta]{escape(p.label)}[/]" + (f"  flags: {shown}" if p.flags else ""), highlight=False)
         for u in urls[:5]:
-            console.print(f"    evidence: {u}", highlight=False)
+            console.print(f"    evidence: {escape(u)}", highlight=False, soft_wrap=True)
+        flags += p.flags
+    _print_flag_legend(console, flags)
+    _print_next_steps(console, summary, claims)
+
+
+def _print_flag_legend(console: Any, flags: list[str]) -> None:
+    from rich.markup import escape
+
+    from sanctuary_local.flag_help import legend
+    from sanctuary_local.pipeline import DEGRADING
+
+    if not flags:
+        return
+    console.print("\n[bold]What the flags mean[/] ([red]red[/]: the claim's result is degraded):")
+    for kind, values, text in legend(flags):
+        name = f"[red]{escape(kind)}[/]" if kind.startswith(DEGRADING) else escape(kind)
+        shown = f" ({escape(', '.join(values))})" if values else ""
+        console.print(f"  {name}{shown}: {escape(text)}", highlight=False)
+
+
+def _print_next_steps(console: Any, summary: Any, claims: Path) -> None:
+    from rich.markup import escape
+
+    from sanctuary_local.io.claims import read_claims
+
+    out = summary.out_dir
+    console.print("\n[bold]Next[/]:")
+    console.print(f"  read the cited report:  sanctuary-local report {escape(shlex.quote(str(out)))}", highlight=False, soft_wrap=True)
+    console.print(f"                          then open {escape(str(Path(out) / 'report' / 'index.html'))}", highlight=False, soft_wrap=True)
+    try:
+        all_claims = read_claims(claims)
+    except UserError:
+        return
+    if not any(c.gold_label for c in all_claims):
+        return
+    idx = sorted(p.claim_index for p in summary.predictions)
+    subset = "" if idx == list(range(len(all_claims))) or not idx else f" --claims-range {idx[0]}:{idx[-1] + 1}"
+    console.print(f"  score it (the claims have gold labels):  sanctuary-local eval --pred {escape(shlex.quote(str(out)))} "
+                  f"--gold {escape(shlex.quote(str(claims)))}{subset}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
