@@ -38,9 +38,9 @@ FLAG_TEXT: dict[str, str] = {
     "hyde_parse_error": "the generated questions could not be read; the claim was the only search query",
     # stage 2: retrieval
     "store_missing": "the knowledge store has no file for this claim, so there was no evidence to search",
-    "store_problems": "some lines of the claim's store file could not be read (`sanctuary-local inspect` lists them)",
+    "store_problems": "this many lines of the claim's store file could not be read (`sanctuary-local inspect` lists them)",
     "no_documents": "the claim's knowledge store holds no documents",
-    "empty_documents": "some documents in the claim's store have no text and were skipped (the number after the colon)",
+    "empty_documents": "this many documents in the claim's store have no text and were skipped",
     "no_queries": "there were no questions to search with",
     "no_hits": "keyword search (BM25) found nothing for these questions",
     "no_snippets": "for these questions nothing in the store was similar enough to count as evidence",

@@ -116,8 +116,10 @@ def _print_flag_legend(console: Any, flags: list[str]) -> None:
 
     if not flags:
         return
-    console.print("\n[bold]What the flags mean[/] ([red]red[/]: the claim's result is degraded):")
-    for kind, values, text in legend(flags):
+    rows = legend(flags)
+    red = any(kind.startswith(DEGRADING) for kind, _, _ in rows)
+    console.print("\n[bold]What the flags mean[/]" + (" ([red]red[/]: the claim's result is degraded)" if red else "") + ":")
+    for kind, values, text in rows:
         name = f"[red]{escape(kind)}[/]" if kind.startswith(DEGRADING) else escape(kind)
         shown = f" ({escape(', '.join(values))})" if values else ""
         console.print(f"  {name}{shown}: {escape(text)}", highlight=False)
