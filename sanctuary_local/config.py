@@ -223,6 +223,24 @@ class VerdictConfig:
     sampling: SamplingConfig = field(
         default_factory=lambda: SamplingConfig(temperature=0.9, top_p=0.7, top_k=1, max_tokens=2048)
     )
+    mode: str = "paper"
+    """How the label is chosen. "paper": the model reasons in free text and its
+    ``Label:`` line is parsed (the paper's Appendix B path). "scored": the four label
+    strings are scored as the model's answer by log-probability and the best one by
+    calibrated score wins (issue 26); text is parsed only where the backend returns no
+    log-probabilities (flag ``verdict_text_parsed``)."""
+    scored_prompt: str = "verdict_scored.txt"
+    """scored mode: the prompt whose answer is the label (no reasoning asked)."""
+    scored_label_prompt: str = "verdict_scored_label.txt"
+    """scored mode with ``reasoning_tokens``: the question after the reasoning whose
+    answer is the label."""
+    reasoning_tokens: int = 0
+    """scored mode: 0 scores the labels straight after the evidence; N > 0 first lets the
+    model reason (``prompt``, at most N tokens), then scores the labels as its answer."""
+    calibration: str = ""
+    """scored mode: a calibration file (``sanctuary-local calibrate``) or the name of one
+    in sanctuary_local/data/calibration; "" uses the raw scores. Refused when it was
+    fitted for another model or prompt."""
     prompt: str = "verdict.txt"
     label_reask: str = "verdict_label.txt"
     """Prompt that asks once more for the label alone when the reasoning has none (it ran
@@ -345,6 +363,13 @@ def validate(cfg: Config) -> None:
         (not (cfg.decompose.enabled and cfg.verdict.citations),
          "decompose.enabled and verdict.citations cannot be combined yet (each has its own verdict prompt)"),
         (0.0 <= r.trust_default <= 1.0, "retrieval.trust_default must be in [0, 1]"),
+        (cfg.verdict.mode in ("paper", "scored"), f"verdict.mode must be 'paper' or 'scored', got {cfg.verdict.mode!r}"),
+        (isinstance(cfg.verdict.reasoning_tokens, int) and not isinstance(cfg.verdict.reasoning_tokens, bool)
+         and cfg.verdict.reasoning_tokens >= 0,
+         "verdict.reasoning_tokens must be an integer >= 0"),
+        (cfg.verdict.mode == "paper" or not (cfg.verdict.citations or cfg.decompose.enabled),
+         "verdict.mode = 'scored' cannot be combined with verdict.citations or decompose.enabled yet (they parse "
+         "the label from text): use verdict.mode = 'paper'"),
     ]
     for ok, msg in checks:
         if not ok:

@@ -101,6 +101,13 @@ def preflight(cfg: Config) -> None:
             resolve_model(section.model.removeprefix(STATIC_PREFIX), cfg.models_dir)
         except UserError as exc:
             problems.append(f"{where}: {exc}")
+    if not problems and cfg.verdict.llm.backend != "openai_http":
+        from sanctuary_local.stages.calibration import prepared_calibration
+
+        try:  # a calibration for another model or prompt stops the run before stage 1, not after it
+            prepared_calibration(cfg.verdict, cfg.models_dir)
+        except UserError as exc:
+            problems.append(str(exc))
     if problems:
         raise UserError("cannot start the run:\n  - " + "\n  - ".join(problems))
 
@@ -301,9 +308,11 @@ class _Run:
                 return None
             return verdict_stage.Parts(d.components, cfg.decompose.verdict_prompt, cfg.decompose.parts_reask)
 
+        calibration = self.calibration(cfg)
+
         def run(backend: Any, w: list[tuple[Claim, HydeResult, ClaimEvidence]]) -> list[Prediction]:
             return verdict_stage.run_verdict([x[0] for x in w], [x[1] for x in w], [x[2] for x in w], backend, cfg.verdict,
-                                             [parts(x[0]) for x in w])
+                                             [parts(x[0]) for x in w], calibration)
 
         with self.reporter.stage("verdict", len(todo)) as st:
             waves = _llm_waves(st, cfg.verdict.llm, cfg.models_dir, todo, _wave_size(cfg.verdict.llm), run,
@@ -315,6 +324,16 @@ class _Run:
                         self.verdict.append(c.index, p, {"seconds": per, "budget_level": level})
                         st.advance(int(p.meta.get("prompt_tokens", 0)), int(p.meta.get("completion_tokens", 0)))
                     self.stops.check()
+
+    def calibration(self, cfg: Config) -> Any:
+        """Stage 3's calibration, checked against its model and prompts (None: raw scores)."""
+        if cfg.verdict.llm.backend == "openai_http" and cfg.verdict.calibration:
+            from sanctuary_local.stages.calibration import load_calibration
+
+            return load_calibration(cfg.verdict.calibration)  # the server's model file is not ours to hash
+        from sanctuary_local.stages.calibration import prepared_calibration
+
+        return prepared_calibration(cfg.verdict, cfg.models_dir)
 
     # --------------------------------------------------------------- execution
     def execute(self) -> None:
@@ -571,7 +590,8 @@ def _hyde_fallback(claim: Claim, cfg: Config, exc: Exception) -> HydeResult:
 
 
 def _verdict_fallback(claim: Claim, hyde: HydeResult, ev: ClaimEvidence, exc: Exception) -> Prediction:
-    from sanctuary_local.stages.verdict import official_evidence, parse_verdict
+    from sanctuary_local.stages.evidence_view import official_evidence
+    from sanctuary_local.stages.parsing import parse_verdict_output as parse_verdict
 
     label, justification, flags = parse_verdict("", hyde.provisional_label)
     evidence, evidence_all, eflags = official_evidence(claim, ev)

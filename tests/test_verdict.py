@@ -56,28 +56,44 @@ def test_prompt_snapshot():
         assert text.count(f"Label: {label}") == 1  # exactly one worked example per label
     assert ("Claim: The moon is made of cheese.\nClaim Date: 01-04-2020\nClaim Speaker: A. Baker\n"
             "Location ISO Code: GB\nReporting Source: Facebook\n\nQuestion 1: What is the moon made of?\n"
-            "  Evidence 1.1 (URL: https://nasa.gov/moon): The moon is rock, NASA says.\n"
-            "  Evidence 1.2 (URL: https://nasa.gov/moon): Line one about cheese.\n"
+            "  Evidence 1.1 (URL: https://nasa.gov/moon): \u27e6The moon is rock, NASA says.\u27e7\n"
+            "  Evidence 1.2 (URL: https://nasa.gov/moon): \u27e6Line one about cheese.\u27e7\n"
             "Question 2: What did Apollo bring back?\n"
-            "  Evidence 2.1 (URL: https://example.org/apollo): Apollo brought back 382 kg of lunar rock.\n") in text
+            "  Evidence 2.1 (URL: https://example.org/apollo): \u27e6Apollo brought back 382 kg of lunar rock.\u27e7\n") in text
+    assert "between \u27e6 and \u27e7" in text  # the prompt declares the fenced text as data
     assert text.rstrip().endswith("Label: <Supported | Refuted | Not Enough Evidence | Conflicting Evidence/Cherrypicking>")
-    assert hashlib.sha256(text.encode()).hexdigest()[:16] == "4bc0e8f77fdf9459"  # update deliberately with verdict.txt
+    assert hashlib.sha256(text.encode()).hexdigest()[:16] == "5a49ed8f3cc3ac53"  # update deliberately with verdict.txt
+
+
+LONG = "Cheese " + " ".join(f"word{i}" for i in range(30)) + "."
+
+
+def long_evidence() -> ClaimEvidence:
+    """``evidence()`` with a 31-word 0.4 snippet: dropping it saves more words than the
+    trim notice that replaces it costs (the fake tokenizer counts words)."""
+    ev = evidence()
+    q1 = ev.queries[0]
+    low = EvidenceSnippet(Chunk(7, 1, "https://nasa.gov/cheese", 0, len(LONG), LONG), 0.4)
+    return ClaimEvidence(7, (QueryEvidence(q1.query, (q1.snippets[0], low)), ev.queries[1]))
 
 
 def test_trimming_drops_lowest_scores_first_and_never_the_claim():
     backend = ScriptedBackend([])
-    full = backend.count_tokens(build_verdict_request(CLAIM, HYDE, evidence(), VerdictConfig(), backend)[0].messages)
+    full = backend.count_tokens(build_verdict_request(CLAIM, HYDE, long_evidence(), VerdictConfig(), backend)[0].messages)
     cfg = VerdictConfig()
     cfg.sampling.max_tokens = 100
-    cfg.llm.max_model_len = full + 100 - 2  # 2 words too many: the 0.4 snippet (4 words) must go
-    req, notes = build_verdict_request(CLAIM, HYDE, evidence(), cfg, backend)
+    cfg.llm.max_model_len = full + 100 - 2  # 2 words too many: the 0.4 snippet (31 words) must go
+    req, notes = build_verdict_request(CLAIM, HYDE, long_evidence(), cfg, backend)
     text = req.messages[0].content
-    assert "Line one about cheese." not in text and "The moon is rock" in text and "382 kg" in text
+    assert "word17" not in text and "The moon is rock" in text and "382 kg" in text
     assert notes[0].startswith("dropped 1 of 3 snippets") and "score=0.4000" in notes[1]
+    assert "  (1 more snippet trimmed to fit the context window)\nQuestion 2:" in text  # said, not hidden
     cfg.llm.max_model_len = 200  # far too small: every snippet goes, claim and questions stay
     req, notes = build_verdict_request(CLAIM, HYDE, evidence(), cfg, backend)
     text = req.messages[0].content
-    assert "The moon is made of cheese." in text and text.count("(no evidence retrieved)") == 2
+    # trimmed evidence is reported as trimmed, never as "no evidence retrieved" (issue 26 defect 7)
+    assert "The moon is made of cheese." in text and "(no evidence retrieved)" not in text
+    assert text.count("trimmed to fit the context window") == 2 and "(2 more snippets trimmed" in text
     assert notes[0].startswith("dropped 3 of 3") and "over the 100-token budget" in notes[-1]
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import threading
 import time
@@ -33,11 +34,12 @@ from typing import Any
 
 from sanctuary_local.config import LLMConfig
 from sanctuary_local.errors import UserError
-from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
+from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, ScoreRequest, ScoreResult
 
 log = logging.getLogger(__name__)
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 _DOWN_STATUS = {0, 502, 503, 504}  # after the retries: the server is gone, hand its work to the others
+_TOP_LOGPROBS = 20  # the most OpenAI's API allows
 
 
 def server_urls(base_url: str | list[str] | None) -> list[str]:
@@ -206,6 +208,40 @@ class OpenAIHTTPBackend:
             t.join()
         lost = "no server left to run it (all of %s stopped answering)" % ", ".join(self.servers)
         return [r if r is not None else ChatResult("", finish_reason="error", error=lost) for r in results]
+
+    # ------------------------------------------------------------------ scoring
+    def _score_one(self, req: ScoreRequest) -> ScoreResult:
+        """One token of the assistant's answer with its ``top_logprobs`` (the most OpenAI
+        servers return): each candidate gets the best log-probability among the returned
+        tokens it starts with. Only first tokens are scored (``exact=False``); a candidate
+        none of them starts gets ``-inf``. A server that returns no log-probabilities
+        gives an error result (the caller falls back to parsing text)."""
+        t0 = time.perf_counter()
+        payload = {"model": self.model_id, "messages": [{"role": m.role, "content": m.content} for m in req.messages],
+                   "temperature": 0.0, "max_tokens": 1, "n": 1, "stream": False, "logprobs": True,
+                   "top_logprobs": _TOP_LOGPROBS}
+        try:
+            data = self._post_retrying(f"{self.base_url}/chat/completions", payload)
+            content = ((data["choices"][0].get("logprobs") or {}).get("content")) or []
+            top = content[0].get("top_logprobs") or [] if content else []
+            if not top:
+                raise ValueError("the server returned no top_logprobs")
+            pairs = [(str(t.get("token", "")), float(t["logprob"])) for t in top]
+        except (HTTPFailure, KeyError, IndexError, TypeError, ValueError) as exc:
+            return ScoreResult(seconds=time.perf_counter() - t0, error=f"no label scores from the server: {exc}")
+        out = tuple(max((lp for tok, lp in pairs if tok.strip() and c.startswith(tok.strip())), default=-math.inf)
+                    for c in req.candidates)
+        usage = data.get("usage") or {}
+        return ScoreResult(out, int(usage.get("prompt_tokens") or 0), time.perf_counter() - t0, exact=False)
+
+    def score(self, requests: list[ScoreRequest]) -> list[ScoreResult]:
+        """First-token label scores from the first server, ``concurrency`` at a time; never raises."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        if not requests:
+            return []
+        with ThreadPoolExecutor(max_workers=min(self.cfg.concurrency, len(requests))) as pool:
+            return list(pool.map(self._score_one, requests))
 
     def _count(self, server: str, res: ChatResult) -> None:
         st = self.server_stats[server]

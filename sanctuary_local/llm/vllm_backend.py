@@ -26,7 +26,7 @@ from typing import Any
 
 from sanctuary_local.config import LLMConfig
 from sanctuary_local.errors import require
-from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
+from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, ScoreRequest, ScoreResult
 from sanctuary_local.llm.chat_template import load_chat_template
 from sanctuary_local.models import resolve_model, set_offline_env
 
@@ -149,14 +149,49 @@ class VLLMBackend:
             )
         return results
 
-    def count_tokens(self, messages: tuple[ChatMessage, ...]) -> int:
-        """Prompt tokens after the chat template, with the engine's own tokenizer."""
+    def _prompt_ids(self, messages: tuple[ChatMessage, ...]) -> list[int]:
         ids = self._tokenizer.apply_chat_template(
             _conversation(messages), chat_template=self._chat_template, add_generation_prompt=True, tokenize=True
         )
         if isinstance(ids, Mapping):  # transformers 5 returns a BatchEncoding: a UserDict, not a dict
             ids = ids["input_ids"]
-        return len(ids)
+        return list(ids)
+
+    def count_tokens(self, messages: tuple[ChatMessage, ...]) -> int:
+        """Prompt tokens after the chat template, with the engine's own tokenizer."""
+        return len(self._prompt_ids(messages))
+
+    def score(self, requests: list[ScoreRequest]) -> list[ScoreResult]:
+        """Every candidate appended to its prompt's token ids and run as one prompt with
+        ``prompt_logprobs`` (one ``generate`` call for all; prefix caching shares each
+        prompt's KV cache between its candidates); a candidate's log-probability is the
+        sum over its own tokens. Never raises."""
+        from vllm import SamplingParams
+
+        if not requests:
+            return []
+        t0 = time.perf_counter()
+        jobs: list[tuple[int, int, list[int]]] = []  # (request, prompt length, prompt + candidate ids)
+        for i, req in enumerate(requests):
+            prompt = self._prompt_ids(req.messages)
+            for c in req.candidates:
+                jobs.append((i, len(prompt), prompt + list(self._tokenizer.encode(c, add_special_tokens=False))))
+        too_long = [n for _, _, ids in jobs if len(ids) >= self.cfg.max_model_len for n in (len(ids),)]
+        if too_long:
+            return [ScoreResult(error=f"prompt + label of {max(too_long)} tokens does not fit max_model_len="
+                                      f"{self.cfg.max_model_len}") for _ in requests]
+        params = SamplingParams(n=1, temperature=0.0, max_tokens=1, prompt_logprobs=1)
+        try:
+            outs = self._llm.generate([{"prompt_token_ids": ids} for _, _, ids in jobs], sampling_params=params, use_tqdm=False)
+        except Exception as exc:  # noqa: BLE001 - report per request, keep the run alive
+            log.error("vLLM scoring of %d prompts failed: %s", len(jobs), exc)
+            return [ScoreResult(error=f"{type(exc).__name__}: {exc}") for _ in requests]
+        sums: list[list[float]] = [[] for _ in requests]
+        for (i, n, ids), out in zip(jobs, outs, strict=True):
+            plp = out.prompt_logprobs or []
+            sums[i].append(float(sum(plp[k][ids[k]].logprob for k in range(n, len(ids)))))
+        per = (time.perf_counter() - t0) / len(requests)
+        return [ScoreResult(tuple(s), len(self._prompt_ids(r.messages)), per) for s, r in zip(sums, requests, strict=True)]
 
     def close(self) -> None:
         """Shut the engine down and free GPU memory before the next stage loads its model."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sanctuary_local.records import ClaimEvidence, EvidenceSnippet
+from sanctuary_local.stages.evidence_view import drop_order
 
 __all__ = ["Citation", "CitationCheck", "CitationReport", "check_citations", "find_quote", "numbered_snippets",
            "parse_citations"]
@@ -179,18 +180,19 @@ def _first_letter_recased(q: str) -> tuple[str, ...]:
 
 
 def dropped_keys(ev: ClaimEvidence, notes: Sequence[str]) -> frozenset[tuple[int, int]]:
-    """The ``(question, snippet)`` keys stage 3 dropped to fit its prompt, from its notes."""
-    from sanctuary_local.stages.verdict import _drop_order
-
+    """The ``(question, snippet)`` keys stage 3 dropped to fit its prompt, from the trim
+    notes a prediction records (for predictions made before ``meta.dropped`` existed)."""
     for note in notes or ():
         if m := _DROPPED.search(str(note)):
-            return frozenset(_drop_order(ev)[: int(m.group(1))])
+            return frozenset(drop_order(ev)[: int(m.group(1))])
     return frozenset()
 
 
-def numbered_snippets(ev: ClaimEvidence, notes: Sequence[str] = ()) -> dict[str, EvidenceSnippet]:
-    """``{"q.n": snippet}`` exactly as the verdict prompt numbered them."""
-    dropped, out = dropped_keys(ev, notes), {}
+def numbered_snippets(ev: ClaimEvidence, notes: Sequence[str] = (),
+                      dropped: frozenset[tuple[int, int]] | None = None) -> dict[str, EvidenceSnippet]:
+    """``{"q.n": snippet}`` exactly as the verdict prompt numbered them: ``dropped`` keys
+    as stage 3 carries them, else read from its trim ``notes``."""
+    dropped, out = (dropped if dropped is not None else dropped_keys(ev, notes)), {}
     for qi, qe in enumerate(ev.queries):
         kept = [sn for si, sn in enumerate(qe.snippets) if (qi, si) not in dropped]
         out.update({f"{qi + 1}.{n}": sn for n, sn in enumerate(kept, start=1)})

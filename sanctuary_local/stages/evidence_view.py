@@ -1,0 +1,180 @@
+"""What stage 3 shows the model of a claim's evidence, and what a prediction keeps of it.
+
+Two views of the same ``ClaimEvidence``:
+
+- **for scorers** (``official_evidence``): the verbatim snippets with their exact spans,
+  ranked round-robin, at most ``MAX_EVIDENCE`` (the official scorer reads 10);
+- **for the model** (``format_evidence``): every question with its snippets as fenced,
+  neutralised, one-line quotations. Web pages are untrusted (issue 27): the text between
+  the fences ``⟦ … ⟧`` is declared data by the prompt; questions, URLs and snippets are
+  collapsed to one line (no injected ``Label:`` or ``Evidence:`` lines), chat-template
+  special tokens and label-like phrases are defused, and the fence characters themselves
+  are removed from the quoted text. Only the prompt's copy changes: stored evidence and
+  its spans stay byte-exact.
+
+The model view also deduplicates (a chunk retrieved for several questions is quoted once,
+later mentions point back to it: issue 26 defect 6) and says when snippets were trimmed to
+fit the context (defect 7) instead of "no evidence retrieved".
+
+``suspected_injection`` reports instruction-like patterns in a claim's evidence (the
+``suspected_injection`` flag): it never changes the verdict, it tells the reader.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from sanctuary_local.io.predictions import MAX_EVIDENCE, NO_ANSWER, collapse_whitespace
+from sanctuary_local.records import Claim, ClaimEvidence, EvidenceItem, EvidenceSnippet
+
+Key = tuple[int, int]  # (query position, snippet rank)
+
+#: The fences around quoted page text; declared in the verdict prompts.
+FENCE_OPEN, FENCE_CLOSE = "\u27e6", "\u27e7"
+#: Longest URL shown to the model (a URL is a source name, not a place for text).
+MAX_URL_CHARS = 200
+
+# Chat-template control tokens of the model families we run (Qwen/ChatML, Gemma, Llama
+# with its numbered reserved tokens, Phi, Mistral), reasoning tags and generic role
+# markers: in page text they are defused so a page cannot open a turn of its own.
+_SPECIAL = re.compile(
+    r"<\|[a-z0-9_ ]{1,40}\|>|<\s*/?\s*(?:start_of_turn|end_of_turn|s|bos|eos|pad|system|user|assistant|think)\s*>"
+    r"|\[/?INST\]|<</?SYS>>",
+    re.IGNORECASE)
+# "Label: Supported", "Verdict - Refuted", "the label is: ...", "final answer: ..." inside quoted text.
+_LABEL_LIKE = re.compile(r"\b(label|verdict|final answer|answer)(?:\s+is)?\s*[:=\-\u2013\u2014\uff1a]+", re.IGNORECASE)
+_FENCES = re.compile(f"[{FENCE_OPEN}{FENCE_CLOSE}]")
+
+_INJECTION_PATTERNS = (
+    re.compile(r"\b(?:ignore|disregard|forget|override)\b[^.\n]{0,40}\b(?:previous|above|prior|earlier|all|any|other)\b"
+               r"[^.\n]{0,30}\b(?:instructions?|evidence|rules|text|prompts?|context)\b", re.IGNORECASE),
+    re.compile(r"\b(?:you are|act as|pretend to be|as an ai)\b[^.\n]{0,40}\b(?:assistant|model|fact-?checker|ai)\b",
+               re.IGNORECASE),
+    re.compile(r"\b(?:answer|respond|reply|output|label|classify|mark|rate)\b[^.\n]{0,40}"
+               r"\b(?:supported|refuted|not enough evidence|conflicting evidence)\b", re.IGNORECASE),
+    re.compile(r"^\s*>?\s*(?:label|verdict)\s*:", re.IGNORECASE | re.MULTILINE),
+    re.compile(r"\b(?:system prompt|new instructions?|instructions? for the (?:ai|model|assistant))\b", re.IGNORECASE),
+    re.compile(r"^\s*(?:question|evidence)\s*\d+(?:\.\d+)?\s*[:(]", re.IGNORECASE | re.MULTILINE),
+    _SPECIAL,
+)
+
+
+# ------------------------------------------------------------------ for scorers
+def _item(question: str, sn: EvidenceSnippet) -> EvidenceItem:
+    """One evidence item: question and answer with whitespace collapsed (what scorers
+    read), the verbatim snippet in ``scraped_text`` with its exact span."""
+    c = sn.chunk
+    return EvidenceItem(collapse_whitespace(question), collapse_whitespace(c.text), c.url, c.text,
+                        c.doc_position, c.start, c.end, sn.score)
+
+
+def evidence_items(ev: ClaimEvidence) -> tuple[EvidenceItem, ...]:
+    """Every retrieved snippet as evidence, ranked round-robin by rank — every query's
+    best snippet first (in query order), then every query's second, ... — so that a
+    scorer reading only the first items still sees every question."""
+    items = []
+    depth = max((len(q.snippets) for q in ev.queries), default=0)
+    for rank in range(depth):
+        for qe in ev.queries:
+            if rank < len(qe.snippets):
+                items.append(_item(qe.query.question, qe.snippets[rank]))
+    return tuple(items)
+
+
+def placeholder_evidence(claim: Claim, ev: ClaimEvidence) -> tuple[EvidenceItem, str]:
+    """The one pair a claim without any retrieved snippet still emits, and its flag.
+
+    An empty ``evi`` cell is read as NaN by the official scorer, whose ``.split`` then
+    stops the whole evaluation. The best candidate below the similarity threshold is
+    used when stage 2 kept one (``evidence_placeholder:below_threshold``), else the
+    first question (or the claim) with ``NO_ANSWER`` (``evidence_placeholder:no_answer``)."""
+    below = ev.below_threshold
+    if below is not None and below.snippets:
+        return _item(below.query.question, below.snippets[0]), "evidence_placeholder:below_threshold"
+    question = ev.queries[0].query.question if ev.queries else claim.text
+    return EvidenceItem(collapse_whitespace(question), NO_ANSWER, ""), "evidence_placeholder:no_answer"
+
+
+def official_evidence(
+    claim: Claim, ev: ClaimEvidence, limit: int = MAX_EVIDENCE
+) -> tuple[tuple[EvidenceItem, ...], tuple[EvidenceItem, ...], tuple[str, ...]]:
+    """``(evidence, evidence_all, flags)`` of a prediction: the first ``limit`` ranked
+    items (the official scorer reads 10), every ranked item, and — when nothing was
+    retrieved — one placeholder pair with its flag (see ``placeholder_evidence``)."""
+    ranked = evidence_items(ev)
+    if ranked:
+        return ranked[:limit], ranked, ()
+    item, flag = placeholder_evidence(claim, ev)
+    return (item,), (), (flag,)
+
+
+# ------------------------------------------------------------------ for the model
+def neutralize(text: str) -> str:
+    """Page text as the model sees it: one line, fence characters removed, chat-template
+    tokens defused (``<|im_start|>`` → ``(im_start)``), label-like phrases quoted
+    (``Label: Supported`` → ``label (quoted) Supported``)."""
+    text = _FENCES.sub(" ", text)
+    text = _SPECIAL.sub(lambda m: "(" + re.sub(r"[^A-Za-z_ /]", "", m.group(0)).strip() + ")", text)
+    text = _LABEL_LIKE.sub(lambda m: f"{m.group(1).lower()} (quoted)", text)
+    return " ".join(text.split())
+
+
+def source_name(url: str) -> str:
+    """A URL as the prompt shows it: neutralised, one line, at most ``MAX_URL_CHARS``."""
+    shown = neutralize(url)
+    return shown if len(shown) <= MAX_URL_CHARS else shown[: MAX_URL_CHARS - 1] + "\u2026"
+
+
+def drop_order(ev: ClaimEvidence) -> list[Key]:
+    """Snippets from lowest to highest score (ties: the deeper rank goes first): the
+    order in which the prompt fitter drops them."""
+    keys = [((qi, si), sn.score) for qi, qe in enumerate(ev.queries) for si, sn in enumerate(qe.snippets)]
+    return [k for k, _ in sorted(keys, key=lambda kv: (kv[1], -kv[0][1]))]
+
+
+def format_evidence(ev: ClaimEvidence, dropped: frozenset[Key] = frozenset()) -> str:
+    """The ``{evidence}`` block: each question, then its kept snippets numbered ``q.n``
+    with their source and the fenced quotation; a chunk already quoted under an earlier
+    number is referred to by that number; trimmed snippets are counted, not hidden."""
+    lines: list[str] = []
+    seen: dict[str, str] = {}  # chunk id → the number it was first quoted under
+    for qi, qe in enumerate(ev.queries):
+        lines.append(f"Question {qi + 1}: {neutralize(qe.query.question)}")
+        kept = [sn for si, sn in enumerate(qe.snippets) if (qi, si) not in dropped]
+        for n, sn in enumerate(kept, start=1):
+            number = f"{qi + 1}.{n}"
+            first = seen.setdefault(sn.chunk.chunk_id, number)
+            if first != number:
+                lines.append(f"  Evidence {number}: the same passage as Evidence {first}")
+            else:
+                lines.append(f"  Evidence {number} (URL: {source_name(sn.chunk.url)}): "
+                             f"{FENCE_OPEN}{neutralize(sn.chunk.text)}{FENCE_CLOSE}")
+        trimmed = len(qe.snippets) - len(kept)
+        if trimmed:
+            lines.append(f"  ({trimmed} more snippet{'s' if trimmed > 1 else ''} trimmed to fit the context window)")
+        elif not kept:
+            lines.append("  (no evidence retrieved)")
+    return "\n".join(lines) if lines else "(no questions and no evidence)"
+
+
+def suspected_injection(ev: ClaimEvidence) -> list[str]:
+    """``q.n`` numbers of snippets (and ``url:q.n`` of URLs) whose text holds
+    instruction-like patterns aimed at the model (see ``_INJECTION_PATTERNS``)."""
+    hits = []
+    for qi, qe in enumerate(ev.queries):
+        for si, sn in enumerate(qe.snippets):
+            if _matches(sn.chunk.text):
+                hits.append(f"{qi + 1}.{si + 1}")
+            if _matches(sn.chunk.url) or any(c in sn.chunk.url for c in "\n\r"):
+                hits.append(f"url:{qi + 1}.{si + 1}")
+    return hits
+
+
+def _matches(text: str) -> bool:
+    return any(rx.search(text) for rx in _INJECTION_PATTERNS)
+
+
+def keys_of(pairs: Iterable[Iterable[int]]) -> frozenset[Key]:
+    """Dropped keys as recorded in a prediction's ``meta.dropped`` (``[[q, s], ...]``)."""
+    return frozenset((int(a), int(b)) for a, b in pairs)

@@ -1,0 +1,89 @@
+"""The record stage 3's steps pass along, one per claim, and what every step may read.
+
+Stage 3 is a line of small steps (``stages/verdict.py``): prompt → generate → score
+labels → calibrate → record, each mode a step of its own. A step maps ``list[Draft]``
+to ``list[Draft]`` in the same order, filling in its fields with ``dataclasses.replace``;
+no step re-parses what an earlier one wrote as text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sanctuary_local.config import VerdictConfig
+from sanctuary_local.llm.base import ChatRequest, ChatResult, LLMBackend
+from sanctuary_local.records import Claim, ClaimEvidence, HydeResult
+
+if TYPE_CHECKING:  # types only: these modules import nothing from here at run time
+    from sanctuary_local.stages.calibration import Calibration
+    from sanctuary_local.stages.verdict_cited import CitationOutcome
+
+Key = tuple[int, int]  # (query position, snippet rank)
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """A decomposed claim's parts for stage 3 (``decompose.enabled``) and the prompt that lists them."""
+
+    components: tuple[str, ...]
+    prompt: str = "verdict_components.txt"
+    reask_prompt: str = "verdict_parts_label.txt"
+    """Asked once when the verdict does not label every part."""
+
+
+@dataclass(frozen=True, slots=True)
+class LabelScores:
+    """The label step's outcome: raw log-probabilities of the four labels (``LABELS``
+    order), the calibrated probabilities, and where the label came from."""
+
+    logprobs: tuple[float, ...]
+    probabilities: tuple[float, ...] = ()
+    calibrated: bool = False
+    exact: bool = True
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"logprobs": [round(x, 4) for x in self.logprobs], "probabilities": [round(x, 4) for x in self.probabilities],
+                "calibrated": self.calibrated, "exact": self.exact}
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """One claim on its way through stage 3."""
+
+    claim: Claim
+    hyde: HydeResult
+    evidence: ClaimEvidence
+    parts: Parts | None = None
+    request: ChatRequest | None = None
+    """The verdict prompt; None when it could not be built (``notes`` says why)."""
+    dropped: frozenset[Key] = frozenset()
+    """Snippets trimmed from the prompt to fit the context."""
+    notes: tuple[str, ...] = ()
+    result: ChatResult | None = None
+    """The generated reasoning (paper mode, or scored mode with ``reasoning_tokens``)."""
+    scores: LabelScores | None = None
+    label: str | None = None
+    justification: str = ""
+    flags: tuple[str, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict)
+    cited: CitationOutcome | None = None
+    seconds: float = 0.0
+    """Model time spent on this claim by every step so far."""
+
+    def with_flags(self, *flags: str) -> Draft:
+        from dataclasses import replace
+
+        return replace(self, flags=(*self.flags, *flags))
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What the steps share: the backend, the stage config, the calibration (or None)
+    and the hash of the templates this config uses."""
+
+    backend: LLMBackend
+    cfg: VerdictConfig
+    calibration: Calibration | None = None
+    prompts_hash: str = ""

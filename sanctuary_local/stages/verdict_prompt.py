@@ -1,0 +1,142 @@
+"""Stage 3, step 1: the verdict prompt of every claim, fitted to the model's context.
+
+The prompt (instructions, claim + metadata, every question with its fenced snippets;
+``evidence_view.format_evidence``) must leave room for the answer: ``max_model_len`` less
+the tokens the mode generates (``answer_tokens``). When it is too long the lowest-scored
+snippets are dropped first — never the instructions, the claim or a question — and the
+dropped snippets are carried as data (``Draft.dropped``) and shown as trimmed.
+
+Claim text and metadata are untrusted too: they are neutralised like page text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+
+from sanctuary_local.config import VerdictConfig
+from sanctuary_local.llm.base import ChatMessage, ChatRequest, LLMBackend
+from sanctuary_local.prompts import load_prompt, prompt_hash, render
+from sanctuary_local.records import Claim, ClaimEvidence
+from sanctuary_local.stages.evidence_view import drop_order, format_evidence, neutralize
+from sanctuary_local.stages.hyde import claim_fields
+from sanctuary_local.stages.verdict_draft import Context, Draft, Key, Parts
+
+log = logging.getLogger(__name__)
+
+#: Tokens a scored label needs after the prompt (the longest label is under ten tokens).
+LABEL_TOKENS = 16
+
+
+def verdict_prompt_hash(prompt: str = "verdict.txt", label_reask: str = "verdict_label.txt", *more: str) -> str:
+    """Hash of stage-3 templates (recorded in predictions; keys calibrations)."""
+    return prompt_hash(*(n for n in (prompt, label_reask, *more) if n))
+
+
+def config_prompt_hash(cfg: VerdictConfig) -> str:
+    """Hash of the templates ``cfg`` uses: the defaults give ``verdict_prompt_hash()``; with
+    ``citations`` on, the cited prompt and the citation re-ask (no label re-ask: ``""``);
+    in scored mode the scored prompt, or the reasoning prompt and the label question."""
+    if cfg.mode == "scored":
+        if cfg.reasoning_tokens:  # the reasoning's cap changes the scores too: it is hashed with the templates
+            templates = verdict_prompt_hash(cfg.prompt, cfg.scored_label_prompt)
+            return hashlib.sha256(f"{templates}\0reasoning_tokens={cfg.reasoning_tokens}".encode()).hexdigest()[:16]
+        return verdict_prompt_hash(cfg.scored_prompt, "")
+    if cfg.citations:
+        return verdict_prompt_hash(cfg.citations_prompt, cfg.label_reask, cfg.citations_reask)
+    return verdict_prompt_hash(cfg.prompt, cfg.label_reask)
+
+
+def shown_fields(claim: Claim) -> dict[str, str]:
+    """The claim and its metadata as the verdict prompt shows them (neutralised, one line)."""
+    return {k: neutralize(v) for k, v in claim_fields(claim).items()}
+
+
+def template_of(cfg: VerdictConfig, parts: Parts | None) -> str:
+    if parts is not None:
+        return parts.prompt
+    if cfg.mode == "scored" and not cfg.reasoning_tokens:
+        return cfg.scored_prompt
+    return cfg.citations_prompt if cfg.citations else cfg.prompt
+
+
+def answer_tokens(cfg: VerdictConfig) -> int:
+    """Tokens the prompt must leave free: the reasoning (paper mode: ``max_tokens``), or a label."""
+    if cfg.mode == "scored":
+        return cfg.reasoning_tokens + (LABEL_TOKENS + 64 if cfg.reasoning_tokens else LABEL_TOKENS)
+    return cfg.sampling.max_tokens
+
+
+def messages(claim: Claim, ev: ClaimEvidence, template: str, dropped: frozenset[Key],
+             parts: Parts | None = None) -> tuple[ChatMessage, ...]:
+    fields = shown_fields(claim)
+    if parts is not None:
+        from sanctuary_local.stages.decompose import format_components
+
+        fields["components"] = format_components(parts.components)
+    return (ChatMessage("user", render(load_prompt(template), **fields, evidence=format_evidence(ev, dropped))),)
+
+
+def fit_prompt(claim: Claim, ev: ClaimEvidence, template: str, budget: int, backend: LLMBackend,
+               parts: Parts | None = None) -> tuple[tuple[ChatMessage, ...], frozenset[Key], list[str]]:
+    """The messages within ``budget`` tokens, the dropped snippets and notes on them.
+
+    Drops the k lowest-scored snippets for the smallest k that fits (binary search:
+    prompt length is monotone in k)."""
+    order = drop_order(ev)
+    notes: list[str] = []
+    msgs, dropped = messages(claim, ev, template, frozenset(), parts), frozenset[Key]()
+    if backend.count_tokens(msgs) > budget and order:
+        lo, hi = 1, len(order)  # invariant: dropping hi snippets is the best we can do
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if backend.count_tokens(messages(claim, ev, template, frozenset(order[:mid]), parts)) <= budget:
+                hi = mid
+            else:
+                lo = mid + 1
+        dropped = frozenset(order[:hi])
+        msgs = messages(claim, ev, template, dropped, parts)
+        worst = max(ev.queries[qi].snippets[si].score for qi, si in dropped)
+        notes.append(f"dropped {hi} of {len(order)} snippets (scores <= {worst:.4f}) to fit {budget} prompt tokens")
+        notes.extend(
+            f"dropped q{qi + 1}#{si + 1} {ev.queries[qi].snippets[si].chunk.chunk_id} score={ev.queries[qi].snippets[si].score:.4f}"
+            for qi, si in order[:hi]
+        )
+    n = backend.count_tokens(msgs)
+    if n > budget:
+        notes.append(f"prompt is {n} tokens, over the {budget}-token budget even without evidence")
+    return msgs, dropped, notes
+
+
+def build_prompts(drafts: list[Draft], ctx: Context) -> list[Draft]:
+    """Step: every claim's verdict request (``Draft.request``); a claim whose prompt
+    cannot be built (e.g. a token-count call failed) keeps ``request = None`` and a note."""
+    cfg, out = ctx.cfg, []
+    budget = cfg.llm.max_model_len - answer_tokens(cfg)
+    for d in drafts:
+        try:
+            msgs, dropped, notes = fit_prompt(d.claim, d.evidence, template_of(cfg, d.parts), budget, ctx.backend, d.parts)
+        except Exception as exc:  # noqa: BLE001 - skip this claim only
+            log.error("claim %s: cannot build the verdict prompt: %s", d.claim.index, exc)
+            out.append(dataclasses.replace(d, notes=(f"prompt build failed: {type(exc).__name__}: {exc}",)))
+            continue
+        sampling = cfg.sampling
+        if cfg.mode == "scored" and cfg.reasoning_tokens:
+            sampling = dataclasses.replace(sampling, max_tokens=cfg.reasoning_tokens)
+        req = ChatRequest(messages=msgs, sampling=sampling, json_schema=None, tag=f"verdict:{d.claim.index}")
+        flags = ("verdict_trimmed",) if notes else ()
+        out.append(dataclasses.replace(d, request=req, dropped=dropped, notes=tuple(notes), flags=(*d.flags, *flags)))
+    return out
+
+
+def build_verdict_request(claim: Claim, hyde: object, ev: ClaimEvidence, cfg: VerdictConfig, backend: LLMBackend,
+                          parts: Parts | None = None) -> tuple[ChatRequest, list[str]]:
+    """One claim's request and trim notes (the step above for a single claim)."""
+    from sanctuary_local.records import HydeResult
+
+    h = hyde if isinstance(hyde, HydeResult) else HydeResult(claim.index, None, ())
+    (d,) = build_prompts([Draft(claim, h, ev, parts)], Context(backend, cfg))
+    if d.request is None:
+        raise RuntimeError(d.notes[0] if d.notes else "the verdict prompt could not be built")
+    return d.request, list(d.notes)
