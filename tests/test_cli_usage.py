@@ -33,6 +33,7 @@ BAD_VALUES: dict[str, list[str]] = {
     "models verify": ["--profile", "no-such-profile"],
     "models prep-vllm": ["no-such.gguf", "--out", "/nonexistent/sanctuary-prep"],
     "doctor": ["--profile", "no-such-profile"],
+    "calibrate": ["/nonexistent/sanctuary-run", "--claims", "c.json", "--out", "cal.json", "--l2", "abc"],
 }
 
 

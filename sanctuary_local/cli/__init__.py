@@ -26,6 +26,7 @@ COMMANDS = (
     "report",
     "inspect",
     "convert",
+    "calibrate",
     "models",
     "bench",
     "doctor",

@@ -1,0 +1,133 @@
+"""Fit stage 3's label calibration from a finished scored run (``sanctuary-local calibrate``).
+
+A run made with ``verdict.mode = "scored"`` records, per claim, the raw log-probabilities
+of the four labels (``meta.label_scores.logprobs``) and stage 1's provisional label. With
+the gold labels of the same claims, ``fit_from_run`` fits a ``Calibration``
+(``stages/calibration.py``) keyed by the run's verdict model SHA-256 and stage-3 prompt
+hash, so a profile can load it and have it refused for any other model or prompt.
+
+Fit on claims that tuning never touches (for AVeriTeC dev: 100–149) and report on others.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sanctuary_local.config import Config
+from sanctuary_local.errors import UserError
+from sanctuary_local.io.claims import read_claims
+from sanctuary_local.records import LABELS, Prediction
+from sanctuary_local.runstate import STAGE_FILES, StageFile
+from sanctuary_local.stages.calibration import Calibration, FitExample, fit, model_sha256
+from sanctuary_local.stages.verdict_prompt import config_prompt_hash
+
+
+@dataclass(frozen=True, slots=True)
+class FitData:
+    """The scored claims of one run with their gold labels, and the run's identity."""
+
+    examples: tuple[FitExample, ...]
+    indices: tuple[int, ...]
+    model_sha256: str
+    prompt_hash: str
+    skipped: dict[str, int]
+    """Claims left out, by reason (no scores, no gold label)."""
+
+
+def run_config(run_dir: Path) -> Config:
+    path = run_dir / "config.json"
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: not found; give the --out directory of a finished `run`") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the run's config ({exc})") from None
+    return Config.from_dict(data, str(path))
+
+
+def run_predictions(run_dir: Path) -> dict[int, Prediction]:
+    path = run_dir / STAGE_FILES["verdict"]
+    if not path.is_file():
+        raise UserError(f"{path}: not found; the run has no stage-3 records yet")
+    return dict(StageFile(path, Prediction.from_dict, repair=False).records)
+
+
+def load_fit_data(run_dir: Path, claims_path: Path, models_dir: str | Path = "models") -> FitData:
+    """The run's scored predictions paired with the gold labels of ``claims_path``."""
+    cfg = run_config(run_dir)
+    if cfg.verdict.mode != "scored":
+        raise UserError(f"{run_dir}: the run used verdict.mode = '{cfg.verdict.mode}'; a calibration is fitted on "
+                        f"label scores: rerun with --set verdict.mode=scored")
+    claims = {c.index: c for c in read_claims(claims_path)}
+    preds = run_predictions(run_dir)
+    prompt = config_prompt_hash(cfg.verdict)
+    examples, indices, skipped = [], [], Counter[str]()
+    for idx in sorted(preds):
+        p, c = preds[idx], claims.get(idx)
+        if c is None or c.text != p.claim:
+            raise UserError(f"{claims_path}: claim {idx} is not the claim the run checked; give the claims file "
+                            f"the run used, with gold labels")
+        scores = (p.meta.get("label_scores") or {}).get("logprobs")
+        if p.meta.get("verdict_prompt_hash") not in (None, prompt):
+            raise UserError(f"{run_dir}: claim {idx} was scored with prompt hash {p.meta.get('verdict_prompt_hash')}, "
+                            f"not the run config's {prompt}")
+        if not scores or len(scores) != len(LABELS):
+            skipped["no label scores"] += 1
+            continue
+        if c.gold_label not in LABELS:
+            skipped["no gold label"] += 1
+            continue
+        examples.append(FitExample(tuple(float(x) for x in scores), p.provisional_label, c.gold_label))
+        indices.append(idx)
+    if not examples:
+        raise UserError(f"{run_dir}: no claim has both label scores and a gold label in {claims_path}")
+    return FitData(tuple(examples), tuple(indices), model_sha256(cfg.verdict.llm.model, models_dir), prompt,
+                   dict(skipped))
+
+
+def fit_from_run(run_dir: Path, claims_path: Path, models_dir: str | Path = "models", *, prior: bool = True,
+                 temperature: bool = True, l2: float = 0.1) -> tuple[Calibration, FitData]:
+    data = load_fit_data(run_dir, claims_path, models_dir)
+    info = {"run": str(run_dir), "claims": str(claims_path), "claim_indices": _spans(data.indices)}
+    return fit(data.examples, data.model_sha256, data.prompt_hash, prior=prior, temperature=temperature, l2=l2,
+               info=info), data
+
+
+def accuracy_and_f1(examples: tuple[FitExample, ...], cal: Calibration | None) -> dict[str, Any]:
+    """Label accuracy, macro-F1 and predicted-label counts of raw (``cal`` None) or
+    calibrated argmax labels on ``examples``."""
+    from sanctuary_local.stages.calibration import softmax
+
+    pred = []
+    for e in examples:
+        p = cal.probabilities(e.logprobs, e.provisional) if cal is not None else softmax(e.logprobs)
+        pred.append(LABELS[max(range(len(LABELS)), key=lambda i: p[i])])
+    gold = [e.gold for e in examples]
+    f1s = []
+    for lab in LABELS:
+        tp = sum(1 for g, q in zip(gold, pred, strict=True) if g == q == lab)
+        fp = sum(1 for g, q in zip(gold, pred, strict=True) if q == lab and g != lab)
+        fn = sum(1 for g, q in zip(gold, pred, strict=True) if g == lab and q != lab)
+        f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    return {"accuracy": sum(g == q for g, q in zip(gold, pred, strict=True)) / len(gold),
+            "macro_f1": sum(f1s) / len(f1s), "predicted": dict(Counter(pred))}
+
+
+def _spans(indices: tuple[int, ...]) -> str:
+    """``100:150`` style spans of sorted claim indices (``0:3,5:6``)."""
+    out, start, prev = [], None, None
+    for i in indices:
+        if start is None:
+            start = prev = i
+        elif i == prev + 1:
+            prev = i
+        else:
+            out.append(f"{start}:{prev + 1}")
+            start = prev = i
+    if start is not None:
+        out.append(f"{start}:{prev + 1}")
+    return ",".join(out)

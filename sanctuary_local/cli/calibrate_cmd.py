@@ -1,0 +1,57 @@
+"""``sanctuary-local calibrate RUN_DIR``: fit stage 3's label calibration on a scored run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def calibrate(
+    run_dir: Path = typer.Argument(..., help="The --out directory of a finished `run` made with verdict.mode = scored."),
+    claims: Path = typer.Option(..., "--claims", help="The claims file of that run, with gold labels (AVeriTeC format)."),
+    out: Path = typer.Option(..., "--out", help="Where the calibration JSON goes (refused if it is RUN_DIR's own files)."),
+    prior: bool = typer.Option(True, "--prior/--no-prior", help="Fit a weight for stage 1's provisional label."),
+    temperature: bool = typer.Option(True, "--temperature/--no-temperature", help="Fit a temperature (else 1)."),
+    l2: float = typer.Option(0.1, "--l2", min=0.0, help="L2 penalty on the biases and the prior weight."),
+    models_dir: str = typer.Option("models", "--models-dir", help="Where fetched models live (for the model's SHA-256)."),
+) -> None:
+    """Fit a per-label bias (and a temperature and a stage-1 prior weight) on the raw label
+    scores of RUN_DIR against the gold labels in --claims, and write it keyed by the verdict
+    model's SHA-256 and the stage-3 prompt hash. Use it with `--set verdict.calibration=FILE`
+    (or a profile's verdict.calibration); it is refused for any other model or prompt.
+
+    Fit on claims you neither tune on nor report (AVeriTeC dev: 100-149)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from sanctuary_local.calibrate import accuracy_and_f1, fit_from_run
+    from sanctuary_local.errors import UserError
+    from sanctuary_local.records import LABELS
+    from sanctuary_local.stages.calibration import save_calibration
+
+    if out.resolve().parent == run_dir.resolve():
+        raise UserError(f"--out {out}: write the calibration outside the run directory {run_dir}")
+    cal, data = fit_from_run(run_dir, claims, models_dir, prior=prior, temperature=temperature, l2=l2)
+    try:
+        save_calibration(cal, out)
+    except OSError as exc:
+        raise UserError(f"--out {out}: cannot write the calibration ({exc.strerror or exc})") from None
+    console = Console()
+    raw, fitted = accuracy_and_f1(data.examples, None), accuracy_and_f1(data.examples, cal)
+    skipped = ", ".join(f"{n} {why}" for why, n in data.skipped.items())
+    console.print(f"fitted on {len(data.examples)} claims ({cal.fit['claim_indices']})"
+                  + (f"; left out: {skipped}" if skipped else ""), highlight=False, soft_wrap=True)
+    bias = ", ".join(f"{lab} {b:+.3f}" for lab, b in zip(LABELS, cal.bias, strict=True))
+    console.print(f"temperature {cal.temperature:.3f}; bias {bias}; stage-1 prior weight {cal.prior_weight:.3f}",
+                  highlight=False, soft_wrap=True)
+    for name, r in (("raw", raw), ("calibrated", fitted)):
+        console.print(f"  on the fit claims, {name}: accuracy {r['accuracy']:.3f}, macro-F1 {r['macro_f1']:.3f}, "
+                      f"predicted {r['predicted']}", highlight=False, soft_wrap=True)
+    console.print(f"calibration: {escape(str(out))}  (use: --set verdict.calibration={escape(str(out))})",
+                  highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``calibrate`` command to the CLI."""
+    app.command("calibrate")(calibrate)

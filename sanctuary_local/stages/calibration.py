@@ -1,0 +1,219 @@
+"""Calibrated label scores (issue 26): a small model over the verdict's label log-probs.
+
+For claim ``i`` the verdict step yields ``s_i``, the log-probabilities of the four label
+strings as the answer (``label_scoring``). Raw, they are biased: a small model puts most
+mass on the first label it has seen most often. The calibrated score of label ``c`` is
+
+    z_c = s_c / T + b_c + w · [stage-1 label = c]
+
+— temperature scaling with a per-class bias (Guo et al. 2017, "On calibration of modern
+neural networks"; the per-class bias is the "vector scaling" variant without the off-
+diagonal terms) plus stage 1's provisional label as a prior with weight ``w``. The label
+is ``argmax z``; ``softmax z`` are the probabilities recorded in the prediction.
+
+``fit`` minimises the multinomial negative log-likelihood (L2-regularised, so 50 claims
+cannot push a bias to infinity) with scipy on a fit range that tuning never touches (dev
+claims 100–149). The fitted record is a JSON data file keyed by the verdict model's
+SHA-256 and the stage-3 prompt hash; ``check`` refuses a calibration made for another
+model or prompt with a message naming both, it is never applied silently.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from sanctuary_local.errors import UserError
+from sanctuary_local.records import LABELS
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """Fitted parameters plus the identity of what they were fitted on."""
+
+    model_sha256: str
+    """SHA-256 of the verdict model file the scores came from."""
+    prompt_hash: str
+    """``config_prompt_hash`` of the stage-3 templates the scores came from."""
+    temperature: float = 1.0
+    bias: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)
+    """Per label, in ``LABELS`` order."""
+    prior_weight: float = 0.0
+    """Weight of stage 1's provisional label (0: not used)."""
+    fit: dict[str, Any] = field(default_factory=dict)
+    """How it was fitted: claims file, range, n, label counts, objective, loss."""
+
+    def logits(self, logprobs: Sequence[float], provisional: str | None) -> list[float]:
+        """``z`` for one claim (see the module docstring); ``-inf`` scores stay ``-inf``."""
+        norm = _log_softmax(list(logprobs))
+        return [s / self.temperature + b + (self.prior_weight if lab == provisional else 0.0)
+                for s, b, lab in zip(norm, self.bias, LABELS, strict=True)]
+
+    def probabilities(self, logprobs: Sequence[float], provisional: str | None) -> list[float]:
+        return softmax(self.logits(logprobs, provisional))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["bias"] = list(self.bias)
+        d["labels"] = list(LABELS)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], where: str) -> Calibration:
+        try:
+            if list(d.get("labels", LABELS)) != list(LABELS):
+                raise ValueError(f"labels {d.get('labels')} are not {list(LABELS)}")
+            bias = tuple(float(x) for x in d["bias"])
+            if len(bias) != len(LABELS):
+                raise ValueError(f"bias has {len(bias)} values, not {len(LABELS)}")
+            cal = cls(str(d["model_sha256"]), str(d["prompt_hash"]), float(d["temperature"]), bias,
+                      float(d.get("prior_weight", 0.0)), dict(d.get("fit") or {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserError(f"{where}: not a label calibration ({exc})") from None
+        if not cal.temperature > 0 or not all(math.isfinite(x) for x in (*bias, cal.prior_weight)):
+            raise UserError(f"{where}: temperature must be > 0 and every weight finite")
+        return cal
+
+    def check(self, model_sha256: str, prompt_hash: str, where: str) -> None:
+        """Refuse a calibration fitted for another model or prompt (UserError, one line)."""
+        if self.model_sha256 != model_sha256:
+            raise UserError(f"{where}: calibration was fitted for model sha256 {self.model_sha256[:16]}…, the verdict "
+                            f"model is {model_sha256[:16]}…; refit it with `sanctuary-local calibrate` or set "
+                            f"verdict.calibration = \"\"")
+        if self.prompt_hash != prompt_hash:
+            raise UserError(f"{where}: calibration was fitted for verdict prompt hash {self.prompt_hash}, the prompts "
+                            f"now hash to {prompt_hash}; refit it with `sanctuary-local calibrate` or set "
+                            f"verdict.calibration = \"\"")
+
+
+def softmax(z: Sequence[float]) -> list[float]:
+    m = max(z)
+    e = [math.exp(x - m) if math.isfinite(x) else 0.0 for x in z]
+    t = sum(e)
+    return [x / t for x in e]
+
+
+def _log_softmax(z: list[float]) -> list[float]:
+    m = max(z)
+    t = m + math.log(sum(math.exp(x - m) for x in z if math.isfinite(x)))
+    return [x - t if math.isfinite(x) else -1e4 for x in z]
+
+
+# ------------------------------------------------------------------- files
+def calibration_path(name: str) -> Path:
+    """A calibration named in config: a path, or a file in ``sanctuary_local/data/calibration``."""
+    path = Path(name).expanduser()
+    if path.is_file():
+        return path
+    packaged = Path(str(resources.files("sanctuary_local").joinpath("data", "calibration", name)))
+    if packaged.is_file():
+        return packaged
+    raise UserError(f"verdict.calibration: '{name}' is neither a file nor a calibration shipped in "
+                    f"sanctuary_local/data/calibration")
+
+
+def load_calibration(name: str) -> Calibration:
+    path = calibration_path(name)
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the calibration ({exc})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not a label calibration (a JSON object is expected)")
+    return Calibration.from_dict(data, str(path))
+
+
+def save_calibration(cal: Calibration, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(cal.to_dict(), indent=2) + "\n", "utf-8")
+    tmp.replace(path)
+
+
+# ------------------------------------------------------------------- fitting
+@dataclass(frozen=True, slots=True)
+class FitExample:
+    """One claim of the fit range: its raw label scores, stage-1 label and gold label."""
+
+    logprobs: tuple[float, ...]
+    provisional: str | None
+    gold: str
+
+
+def fit(examples: Sequence[FitExample], model_sha256: str, prompt_hash: str, *, prior: bool = True,
+        temperature: bool = True, l2: float = 0.1, info: dict[str, Any] | None = None) -> Calibration:
+    """Per-class bias, and with ``temperature`` the temperature, with ``prior`` the stage-1
+    weight, minimising the mean negative log-likelihood of the gold labels plus
+    ``l2`` × (bias² + w²)."""
+    import numpy as np
+    from scipy.optimize import minimize
+
+    if not examples:
+        raise UserError("calibration: no claims to fit on (are they scored and labelled?)")
+    k = len(LABELS)
+    s = np.array([_log_softmax(list(e.logprobs)) for e in examples])
+    prov = np.array([[1.0 if e.provisional == lab else 0.0 for lab in LABELS] for e in examples])
+    y = np.array([LABELS.index(e.gold) for e in examples])
+
+    def loss(p: Any) -> float:
+        inv_t, b, w = (math.exp(p[0]) if temperature else 1.0), p[1 : 1 + k], (p[1 + k] if prior else 0.0)
+        z = s * inv_t + b + w * prov
+        z = z - z.max(axis=1, keepdims=True)
+        nll = -(z[np.arange(len(y)), y] - np.log(np.exp(z).sum(axis=1))).mean()
+        return float(nll + l2 * (float((b**2).sum()) + w * w + (p[0] ** 2 if temperature else 0.0)))
+
+    x0 = np.zeros(k + 2)
+    res = minimize(loss, x0, method="L-BFGS-B")
+    p = res.x
+    counts = {lab: int((y == i).sum()) for i, lab in enumerate(LABELS)}
+    meta = {"n": len(examples), "gold_counts": counts, "objective": "nll+l2", "l2": l2, "loss": round(float(res.fun), 4),
+            "prior": prior, "temperature": temperature, **(info or {})}
+    return Calibration(model_sha256, prompt_hash, round(1.0 / math.exp(p[0]), 4) if temperature else 1.0, tuple(round(float(x), 4) for x in p[1 : 1 + k]),
+                       round(float(p[1 + k]), 4) if prior else 0.0, meta)
+
+
+# ------------------------------------------------------------------- identity
+def model_sha256(model: str, models_dir: str | Path = "models") -> str:
+    """The SHA-256 a calibration is keyed by: a packaged model's manifest hash (the
+    assembled file is accepted only with it), a model file's own hash, or for a model
+    folder the hash its ``.sanctuary-source.json`` records (``models prep-vllm``)."""
+    from sanctuary_local.ids import file_sha256
+    from sanctuary_local.models import load_manifest, resolve_model
+
+    if model.startswith("packaged:"):
+        entry = load_manifest().packaged.get(model.removeprefix("packaged:"))
+        if entry is not None:
+            return entry.sha256
+    path = resolve_model(model, models_dir)
+    if path.is_file():
+        return file_sha256(str(path))
+    source = path / ".sanctuary-source.json"
+    if source.is_file():
+        try:
+            sha = json.loads(source.read_text("utf-8")).get("sha256")
+        except (OSError, ValueError):
+            sha = None
+        if isinstance(sha, str) and sha:
+            return sha
+    ggufs = sorted(path.glob("*.gguf"))
+    if len(ggufs) == 1:
+        return file_sha256(str(ggufs[0]))
+    raise UserError(f"verdict.calibration: cannot tell the SHA-256 of model '{model}' ({path}): calibrations are keyed "
+                    f"by it; use a model file, a packaged model or a folder made by `models prep-vllm`")
+
+
+def prepared_calibration(cfg: Any, models_dir: str | Path = "models") -> Calibration | None:
+    """The calibration a config's stage 3 uses, checked against its model and prompts
+    (None in paper mode or without one). ``cfg`` is the ``VerdictConfig``."""
+    if cfg.mode != "scored" or not cfg.calibration:
+        return None
+    from sanctuary_local.stages.verdict_prompt import config_prompt_hash
+
+    cal = load_calibration(cfg.calibration)
+    cal.check(model_sha256(cfg.llm.model, models_dir), config_prompt_hash(cfg), str(calibration_path(cfg.calibration)))
+    return cal
