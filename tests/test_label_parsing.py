@@ -2,8 +2,9 @@
 
 Each case is a text a model could plausibly write for the paper's ``Reasoning: … Label:``
 template: negations, markdown, the template echoed back, text cut at the token limit, the
-label on the next line. Negated support must never come out as Supported, and the label
-that opens the label line wins over label words later on that line.
+label on the next line. Negated support must never come out as Supported (on a label line
+it is Refuted, in prose Not Enough Evidence), and the label that opens the label line wins
+over label words later on that line.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ INFERRED, FALLBACK = ("verdict_label_inferred",), ("verdict_label_fallback",)
 CASES = [
     # --- negations
     ("Reasoning:\n1. The claim says X.\n2. Sources say Y.\nLabel: Refuted (the claim is not supported)", REFUTED, ()),
-    ("Reasoning: The figures show the opposite. The claim is not supported by the evidence.", REFUTED, INFERRED),
+    # in prose, negated support is absent support: Not Enough Evidence (test_parsing_defects, defect 1)
+    ("Reasoning: The figures show the opposite. The claim is not supported by the evidence.", NEE, INFERRED),
     ("Reasoning:\n1. No evidence supports the claim.\nLabel: Refuted", REFUTED, ()),
-    ("Reasoning:\n1. The claim cannot be supported by any source found.", REFUTED, INFERRED),
-    ("Reasoning: The evidence doesn't support the claim.", REFUTED, INFERRED),
-    ("Reasoning: The claim is unsupported.", REFUTED, INFERRED),
+    ("Reasoning:\n1. The claim cannot be supported by any source found.", NEE, INFERRED),
+    ("Reasoning: The evidence doesn't support the claim.", NEE, INFERRED),
+    ("Reasoning: The claim is unsupported.", NEE, INFERRED),
     ("Reasoning: x\nLabel: Not Supported", REFUTED, ()),
     ("Reasoning: x\nLabel: Unsupported", REFUTED, ()),
     ("Reasoning: x\nLabel: isn't supported", REFUTED, ()),
@@ -41,7 +43,7 @@ CASES = [
     ("**Reasoning:**\n1. a\n**Label:** Supported", SUPPORTED, ()),
     ("Reasoning: a\nLabel: **Not Enough Evidence**", NEE, ()),
     ("## Reasoning\n1. a\n**Label**\nRefuted", REFUTED, ()),
-    ("Reasoning: a\n> Label: `Supported`", SUPPORTED, ()),
+    ("Reasoning: a\n> Label: `Supported`", REFUTED, FALLBACK),  # a ">" line is quoted text, never the label (defect 2)
     ("Reasoning: a\nLABEL: REFUTED", REFUTED, ()),
     ("Reasoning: a\nFinal Verdict: Not Enough Evidence", NEE, ()),
     ("Reasoning: a\nVerdict - Refuted", REFUTED, ()),
@@ -60,7 +62,7 @@ CASES = [
     (f"Reasoning:\n1. Official figures show the claim is refuted.\n{TEMPLATE}", REFUTED, INFERRED),
     (f"Reasoning:\n1. The sources disagree about the date.\n{TEMPLATE}", REFUTED, FALLBACK),
     (f"Reasoning: a\nLabel: Supported\n{TEMPLATE}", SUPPORTED, ()),
-    (f"{FORMAT_ECHO}\nReasoning:\n1. The claim is not supported by the agency.\n", REFUTED, INFERRED),
+    (f"{FORMAT_ECHO}\nReasoning:\n1. The claim is not supported by the agency.\n", NEE, INFERRED),
     ("Reasoning: The claim is supported by two reports.\nLabel: Supported | Refuted", SUPPORTED, INFERRED),
     # --- truncated at the token limit
     ("Reasoning:\n1. The claim says X.\nLabel: Refu", REFUTED, ()),
@@ -71,7 +73,7 @@ CASES = [
     ("Reasoning: a\nLabel:\nSupported", SUPPORTED, ()),
     ("Reasoning: a\n**Label:**\n\n**Conflicting Evidence/Cherrypicking**", CONFLICTING, ()),
     ("Reasoning: a\nLabel:\n\nRefuted - the figures were misquoted.", REFUTED, ()),
-    # --- several label lines: the last usable one wins
+    # --- several label lines: the last usable one of the answer wins (an echoed example after it is not the answer)
     ("Label: Refuted\n...on reflection...\nLabel: Not Supported", REFUTED, ()),
     ("Label: Supported\n...on reflection...\nLabel: Not Enough Evidence", NEE, ()),
 ]

@@ -44,30 +44,45 @@ _CONTAINS = (
 )
 _CONTRACTION = re.compile(r"n['\u2019]t\b", re.IGNORECASE)
 # "not supported", "unsupported", "no evidence supports", "cannot be supported", "does not
-# support": a negation at most three words before a support word, with no punctuation in
-# between, and not "not enough/sufficient …" (that is NEE) or "no doubt …"/"not only …".
+# support", "fails to support": a negation at most three words before a support word, with
+# no punctuation in between, and not "not enough/sufficient …" (that is NEE) or "no
+# doubt/question …"/"not only …" (those affirm).
 _NEGATED_SUPPORT = re.compile(
-    r"\b(?:un-?|(?:not|no|never|cannot|without|lacks?|lacking)\b(?!\s+(?:enough|sufficient|doubt|only)\b)(?:\s+[\w-]+){0,3}?\s+)support\w*"
+    r"\b(?:un-?|(?:not|no|never|cannot|without|lacks?|lacking|fail(?:s|ed|ing)?|nothing|none|neither|little|scant|hardly"
+    r"|barely)\b(?!\s+(?:enough|sufficient|doubt|question|only)\b)(?:\s+[\w-]+){0,3}?\s+)support\w*"
 )
-_NEGATED_REFUTE = re.compile(r"\b(?:not|never|cannot be)\s+(?:[\w-]+\s+)?refuted\b")
+# "not refuted" (one word may sit between, but not a label word: "not supported (refuted)").
+_NEGATED_REFUTE = re.compile(r"\b(?:not|never|cannot be)\s+(?:(?!support|refut)[\w-]+\s+)?refuted\b")
 _NEITHER = re.compile(r"\bneither (?:supported|refuted) nor (?:supported|refuted)\b")
+_PARTIAL = re.compile(r"\b(?:partial(?:ly)?|partly|half)[\s-]+(?:support(?:ed|s)?|true|correct|accurate|refuted|false)\b")
+# Prose only: evidence said to be absent ("lacks evidence", "no credible evidence … supports").
+_ABSENT_EVIDENCE = re.compile(
+    r"\b(?:(?:lacks?|lacking|without|no|absence of|lack of)\s+(?:(?:any|credible|reliable|supporting|direct|clear|such|real"
+    r"|concrete|solid|hard|corroborating|independent|verifiable|official)\s+)*(?:evidence|proof)\b(?:(?:\s+[\w-]+){0,4}?"
+    r"\s+support\w*)?|(?:evidence|proof)\s+(?:is|was|remains)\s+(?:lacking|absent|missing|scarce)\b)"
+)
+_ABSENT = "\u2205"  # what ``_clean(prose=True)`` writes for absent support: a weak Not Enough Evidence
 # Full label names as they appear in running text (after ``_clean``).
 _MENTIONS = (
     (re.compile(r"\bnot (?:enough|sufficient) (?:evidence|info\w*)\b|\binsufficient evidence\b"), NEE),
     (re.compile(r"\bconflicting evidence\b|\bcherry-?picking\b"), CONFLICTING),
-    (re.compile(r"\brefuted\b"), REFUTED),
-    (re.compile(r"\bsupported\b"), SUPPORTED),
+    (re.compile(r"\brefut(?:ed|es)\b"), REFUTED),
+    (re.compile(r"\bsupport(?:ed|s)\b"), SUPPORTED),
 )
 
 
-def _clean(raw: str) -> str:
+def _clean(raw: str, prose: bool = False) -> str:
     """Lower-case text without markup, with negated forms rewritten so that no later rule
-    can read them as a label: negated support → "refuted" (a claim "not supported by the
-    evidence" is never Supported), "not refuted" → dropped, "neither … nor …" → NEE."""
+    can read them as a label: "not refuted" → dropped, "neither … nor …" → NEE, "partially
+    supported" → conflicting; negated support → "refuted" on a label line (an explicit
+    "Label: Not Supported" is Refuted) but, in ``prose``, → ``_ABSENT`` like absent evidence
+    ("the claim is not supported by the evidence" / "lacks evidence" mean NEE there)."""
     text = _MARKUP.sub(" ", _CONTRACTION.sub(" not", raw)).lower()
     text = re.sub(r"\s+", " ", text).strip(" .:;,!|-")
-    text = _NEITHER.sub("not enough evidence", text)
+    text = _PARTIAL.sub("conflicting evidence", _NEITHER.sub("not enough evidence", text))
     text = _NEGATED_REFUTE.sub(" ", text)
+    if prose:
+        return _ABSENT_EVIDENCE.sub(_ABSENT, _NEGATED_SUPPORT.sub(_ABSENT, text))
     return _NEGATED_SUPPORT.sub("refuted", text)
 
 
@@ -294,59 +309,91 @@ def parse_hyde_output(text: str, truncated: bool = False) -> ParsedHyde:
 # ----------------------------------------------------------------- stage 3 verdict
 
 _LABEL_LINE = re.compile(
-    r"^[\s>*#_`-]*(?:the\s+)?(?:final\s+)?(?:label|verdict)(?:\s+is)?\s*[*_`]*\s*(?:[:\-\u2013]\s*(.*))?$",
+    r"^[ \t*#_`-]*(?:the[ \t]+)?(?:final[ \t]+)?(?:label|verdict)(?:[ \t]+is)?[ \t]*[*_`]*[ \t]*(?:[:\-\u2013][ \t]*(.*))?$",
     re.IGNORECASE | re.MULTILINE,
-)  # a bare "**Label**" heading line counts too: its label is on the next line
+)  # a bare "**Label**" heading line counts too: its label is on the next line (never read across a newline)
 _REASONING_HEAD = re.compile(r"^\s*[*#_`]*\s*reasoning\s*[*_`]*\s*:?\s*[*_`]*\s*", re.IGNORECASE)
+# The start of an echoed prompt block (a few-shot example) after the model's own label.
+_NEW_BLOCK = re.compile(
+    r"^[ \t*#_]*(?:example[ \t]*\d|claim(?:[ \t]+date)?[ \t]*[*_]*:|question[ \t]*\d+[ \t]*:|evidence[ \t]*\d+\.\d)",
+    re.IGNORECASE | re.MULTILINE,
+)
+# Quoted page text: between the fences ⟦ ⟧ (an unclosed ⟦ runs to its line's end), and ">" lines.
+_FENCED = re.compile("\u27e6(?:[^\u27e6\u27e7]*\u27e7|[^\u27e6\u27e7\\n]*)")
+_QUOTE_LINE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
+_AFTER_NAME = re.compile(r"\s[-\u2013\u2014]\s|[:;(,]|\.(?:\s|$)")  # what may follow a label name alone on a line
+
+
+def _mask_quoted(text: str) -> str:
+    """``text`` with quoted page text blanked out (same length, newlines kept)."""
+    blank = lambda m: re.sub(r"[^\n]", " ", m.group(0))  # noqa: E731
+    return _QUOTE_LINE.sub(blank, _FENCED.sub(blank, text))
+
+
+def _line_label(text: str, m: re.Match[str]) -> str | None:
+    """The label of the label line ``m``. An empty one, or one that only echoes the
+    template, takes it from the next non-empty line if that line is just a label name,
+    maybe explained after a separator ("Refuted - the figures…"), never from prose."""
+    raw = m.group(1) or ""
+    label = normalize_label(raw)
+    if label is None and (not _clean(raw) or _is_template(_clean(raw))):
+        following = [ln for ln in text[m.end() :].splitlines() if ln.strip()]
+        head = _clean(_AFTER_NAME.split(following[0], maxsplit=1)[0]) if following else ""
+        label = _ABBREV.get(head) or _truncated_label(head)
+    return label
 
 
 def _label_from_lines(text: str) -> tuple[str | None, int]:
-    """(label, start of its line) from the last ``Label:`` line that names one.
+    """(label, start of its line) from the model's answer (``text`` already masked).
 
-    An empty label line, or one that only echoes the template, takes its label from the
-    next non-empty line — but only when that line opens with a label name, so that the
-    reasoning after an echoed template is not mistaken for a label."""
-    for m in reversed(list(_LABEL_LINE.finditer(text))):
-        raw = m.group(1) or ""
-        label = normalize_label(raw)
-        if label is None:
-            content = _clean(raw)
-            if not content or _is_template(content):
-                following = [ln for ln in text[m.end() :].splitlines() if ln.strip()]
-                nxt = _clean(following[0]) if following else ""
-                label = _leading_label(nxt) or _truncated_label(nxt)
+    The answer ends where an echoed prompt block (``Claim:``, ``EXAMPLE 3``, ``Question 1:``)
+    starts after its first usable label line; within the answer the last usable label line
+    wins (a model correcting itself)."""
+    best: tuple[str | None, int] = (None, len(text))
+    end = len(text)
+    for m in _LABEL_LINE.finditer(text):
+        label = _line_label(text, m) if m.start() < end else None
         if label is not None:
-            return label, m.start()
-    return None, len(text)
+            if best[0] is None:
+                block = _NEW_BLOCK.search(text, m.end())
+                end = block.start() if block else len(text)
+            best = (label, m.start())
+    return best
 
 
 def _infer_label(text: str) -> str | None:
-    """The last full label name in a text without a usable label line (echoed template
-    lines are ignored; negated support counts as Refuted, see ``_clean``)."""
+    """The last label named in a text without a usable label line (``text`` already masked;
+    echoed template lines are ignored). Negated support or absent evidence counts as Not
+    Enough Evidence, unless the text also says Refuted (see ``_clean``)."""
     kept = []
     for line in text.splitlines():
         m = _LABEL_LINE.match(line)
         if not _is_template(_clean((m.group(1) or "") if m else line)):
             kept.append(line)
-    found = _mentions(_clean("\n".join(kept)))
+    cleaned = _clean("\n".join(kept), prose=True)
+    found = _mentions(cleaned)
+    if cleaned.rfind(_ABSENT) > max((pos for pos, _ in found), default=-1):
+        return REFUTED if any(lab == REFUTED for _, lab in found) else NEE  # "refuted: no evidence supports it"
     return found[-1][1] if found else None
 
 
 def parse_verdict_output(text: str, fallback_label: str | None) -> tuple[str, str, tuple[str, ...]]:
     """``(label, justification, flags)`` from a ``Reasoning: … Label: …`` output.
 
-    The last ``Label:`` line that names a label wins; on that line the label that opens
-    it wins (``normalize_label``), and it may sit on the next line, as in the paper's
-    template. Without one, the last full label name in the text is used (flag
-    ``verdict_label_inferred``; "… is not supported by the evidence" reads as Refuted).
-    Unparseable → ``fallback_label`` (the stage-1 label), else the majority class
-    Refuted, with flag ``verdict_label_fallback``. The justification J is the reasoning
-    text before the label line."""
+    Quoted page text (between ⟦ ⟧, or ``>`` lines) is never read for the label. The
+    model's label line wins (``_label_from_lines``: text echoed after it is ignored); on
+    that line the label that opens it wins (``normalize_label``), and it may sit alone on
+    the next line, as in the paper's template. Without one, the label is inferred from the
+    prose (flag ``verdict_label_inferred``; "… is not supported by the evidence" reads as
+    Not Enough Evidence). Unparseable → ``fallback_label`` (the stage-1 label), else the
+    majority class Refuted, with flag ``verdict_label_fallback``. The justification J is
+    the reasoning text before the label line."""
     text = text or ""
+    masked = _mask_quoted(text)
     flags: list[str] = []
-    label, cut = _label_from_lines(text)
+    label, cut = _label_from_lines(masked)
     if label is None:
-        label = _infer_label(text)
+        label = _infer_label(masked)
         if label is not None:
             flags.append("verdict_label_inferred")
     if label is None:
