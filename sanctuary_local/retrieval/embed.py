@@ -131,6 +131,22 @@ def _cache_root() -> Path:
     return Path(os.environ.get("SANCTUARY_CACHE") or Path.home() / ".cache" / "sanctuary_local")
 
 
+@contextmanager
+def _no_distill_bar() -> Iterator[None]:
+    """model2vec's "Encoding tokens" tqdm bar off while it distils (the log lines around
+    ``distill`` say what happens; a bar from a library is noise in a run's console)."""
+    import functools
+
+    from model2vec.distill import inference
+
+    bar = inference.tqdm
+    inference.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        inference.tqdm = bar
+
+
 def distill_static(base: str, models_dir: str | Path = "models", cache: str | Path | None = None) -> Path:
     """Directory of the static model distilled from ``base``; distilled once, then cached.
 
@@ -151,7 +167,7 @@ def distill_static(base: str, models_dir: str | Path = "models", cache: str | Pa
 
     log.warning("distilling the static model %s%s once (seconds; cached in %s)", STATIC_PREFIX, base, dest)
     t0 = time.perf_counter()
-    with _quiet_load():  # distill loads <base> with transformers too
+    with _quiet_load(), _no_distill_bar():  # distill loads <base> with transformers too
         model = distill(model_name=str(src), pca_dims=STATIC_DIMS)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
