@@ -94,3 +94,19 @@ def test_no_eval_step_without_gold_labels(tmp_path: Path) -> None:
     text = _print(_summary(tmp_path, [pred]), claims)
     assert "sanctuary-local report" in text and "sanctuary-local eval" not in text
     assert "What the flags mean" not in text  # no flags, no legend
+
+
+def test_scored_verdicts_show_their_label_scores_and_the_gold_count(tmp_path: Path) -> None:
+    """Issue 26: a scored verdict prints its label probabilities, best first; with gold labels
+    in the claims file each verdict says whether it matches, and a count closes the list."""
+    scores = {"labels": ["Supported", "Refuted", "Not Enough Evidence", "Conflicting Evidence/Cherrypicking"],
+              "probabilities": [0.1, 0.6, 0.2, 0.1], "calibrated": True}
+    preds = [  # examples/claims.json: claim 0 is Supported, claim 1 Refuted
+        Prediction(claim_index=0, claim_id="0", claim="A", label="Refuted", meta={"label_scores": scores}),
+        Prediction(claim_index=1, claim_id="1", claim="B", label="Refuted"),
+    ]
+    text = _print(_summary(tmp_path, preds), REPO / "examples" / "claims.json")
+    assert "label scores (calibrated): Refuted 0.60, Not Enough Evidence 0.20, Supported 0.10" in text
+    assert text.count("label scores") == 1  # a label read from text has none to show
+    assert "(gold: Supported)" in text and "(gold: same)" in text
+    assert "1 of 2 verdicts match the gold labels" in text

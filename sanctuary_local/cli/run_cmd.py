@@ -95,17 +95,51 @@ def print_verdicts(summary: Any, claims: Path, console: Any = None) -> None:
 
     console = console or Console()
     flags: list[str] = []
+    gold = _gold_labels(claims)
     for p in summary.predictions:
         urls = list(dict.fromkeys(e.url for e in p.evidence if e.url))
         bad = set(degraded_reasons(p.flags))
         shown = ", ".join(f"[red]{escape(f)}[/]" if f.split(":")[0] in bad else escape(f) for f in p.flags)
         console.print(f"[bold]claim {escape(str(p.claim_id))}[/]: {escape(p.claim)}", highlight=False)
-        console.print(f"  → [bold magenta]{escape(p.label)}[/]" + (f"  flags: {shown}" if p.flags else ""), highlight=False)
+        g = gold.get(p.claim_index)
+        mark = "" if g is None else (" [green](gold: same)[/]" if g == p.label else f" [yellow](gold: {escape(g)})[/]")
+        console.print(f"  → [bold magenta]{escape(p.label)}[/]{mark}" + (f"  flags: {shown}" if p.flags else ""), highlight=False)
+        scores = label_scores_line(p.meta)
+        if scores:
+            console.print(f"    {escape(scores)}", highlight=False, soft_wrap=True)
         for u in urls[:5]:
             console.print(f"    evidence: {escape(u)}", highlight=False, soft_wrap=True)
         flags += p.flags
+    if gold:
+        n = sum(1 for p in summary.predictions if gold.get(p.claim_index) == p.label)
+        console.print(f"\n{n} of {len(summary.predictions)} verdicts match the gold labels in {escape(str(claims))}.",
+                      highlight=False, soft_wrap=True)
     _print_flag_legend(console, flags)
     _print_next_steps(console, summary, claims)
+
+
+def label_scores_line(meta: dict[str, Any]) -> str:
+    """``label scores (calibrated): Refuted 0.61, Supported 0.22, ...`` from a scored
+    verdict's ``meta.label_scores``, best first; "" for a label read from text."""
+    ls = meta.get("label_scores") if isinstance(meta, dict) else None
+    if not isinstance(ls, dict):
+        return ""
+    probs, labels = ls.get("probabilities") or [], ls.get("labels") or []
+    if len(probs) != len(labels) or not probs:
+        return ""
+    ranked = sorted(zip(labels, probs, strict=True), key=lambda kv: -float(kv[1]))
+    kind = "calibrated" if ls.get("calibrated") else "raw"
+    return f"label scores ({kind}): " + ", ".join(f"{lab} {float(pr):.2f}" for lab, pr in ranked)
+
+
+def _gold_labels(claims: Path) -> dict[int, str]:
+    """Gold labels by claim index when the claims file has them (else empty)."""
+    from sanctuary_local.io.claims import read_claims
+
+    try:
+        return {c.index: c.gold_label for c in read_claims(claims) if c.gold_label}
+    except UserError:
+        return {}
 
 
 def _print_flag_legend(console: Any, flags: list[str]) -> None:
