@@ -48,7 +48,8 @@ DEFAULT_CLAIMS = SHARED / "data" / "averitec" / "dev_part_a.json"
 RESULTS = REPO / "benchmarks" / "results"
 #: Flags whose rate the table reports (a claim counts once per flag).
 RATE_FLAGS = ("hyde_claim_fallback", "hyde_repaired", "hyde_line_fallback", "verdict_label_inferred",
-              "verdict_label_fallback", "verdict_truncated", "verdict_trimmed", "evidence_placeholder")
+              "verdict_label_fallback", "verdict_truncated", "verdict_trimmed", "evidence_placeholder",
+              "verdict_scored", "verdict_text_parsed", "suspected_injection")
 MAJORITY = "Refuted"
 
 
@@ -145,11 +146,15 @@ def oracle_run(args: argparse.Namespace, claims: list, work: Path) -> Path:
     sf = StageFile(out / "stage3_oracle.jsonl", Prediction.from_dict)
     todo = [c for c in claims if c.index not in sf]
     if todo:
+        from sanctuary_local.stages.calibration import prepared_calibration
+
+        calibration = prepared_calibration(cfg.verdict, cfg.models_dir)  # the same label calibration as the system row
         backend = make_backend(cfg.verdict.llm, cfg.models_dir)
         try:
             for i, c in enumerate(todo, 1):
                 t = time.perf_counter()
-                [p] = run_verdict([c], [HydeResult(c.index, None, ())], [oracle_evidence(c)], backend, cfg.verdict)
+                [p] = run_verdict([c], [HydeResult(c.index, None, ())], [oracle_evidence(c)], backend, cfg.verdict,
+                                  calibration=calibration)
                 sf.append(c.index, p, {"seconds": time.perf_counter() - t})
                 if not args.quiet:
                     print(f"oracle {i}/{len(todo)} claim {c.index}: {p.label}", file=sys.stderr)
@@ -390,6 +395,40 @@ def write_png(results: list[dict[str, Any]], path: Path) -> Path:
     return path
 
 
+def write_confusion_png(res: dict[str, Any], path: Path) -> Path | None:
+    """Per-label confusion matrices (rows gold, columns predicted) of the system row and,
+    when it ran, the oracle-evidence row; None when the result holds no confusion."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from sanctuary_local.records import LABELS
+
+    rows = [(k, r) for k, r in res["rows"].items() if k in ("system", "oracle") and r.get("confusion")]
+    if not rows:
+        return None
+    short = ["Supported", "Refuted", "NEE", "Conflicting/\nCherrypicking"]
+    fig, axes = plt.subplots(1, len(rows), figsize=(5.2 * len(rows), 4.6), dpi=100, squeeze=False)
+    for ax, (key, r) in zip(axes[0], rows):
+        m = np.array(r["confusion"])
+        ax.imshow(m, cmap="Blues")
+        for i in range(len(LABELS)):
+            for j in range(len(LABELS)):
+                ax.text(j, i, str(m[i, j]), ha="center", va="center", color="white" if m[i, j] > m.max() / 2 else "black")
+        ax.set_xticks(range(len(LABELS)), short, fontsize=8)
+        ax.set_yticks(range(len(LABELS)), short, fontsize=8)
+        ax.set_xlabel("predicted")
+        ax.set_ylabel("gold")
+        ax.set_title(f"{ROW_TITLES.get(key, key)}\nacc {r['accuracy']:.3f}, macro-F1 {r['macro_f1']:.3f}", fontsize=9)
+    fig.suptitle(f"{res['label']}: claims {res['indices']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 #: The optional modes' stats tables: result key, title, (column title, stat key) pairs.
 MODE_TABLES = (
     ("followup", "Follow-up round (followup.enabled)",
@@ -475,6 +514,8 @@ def write(res_or_list: Any, label: str, out_dir: Path) -> list[Path]:
     paths[0].write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
     paths[1].write_text(md, "utf-8")
     write_png(results, paths[2])
+    if not isinstance(res_or_list, list) and write_confusion_png(res_or_list, Path(f"{stem}_confusion.png")):
+        paths.append(Path(f"{stem}_confusion.png"))
     return paths
 
 
