@@ -8,6 +8,7 @@ per-claim budget is the FEVER-8 shared task's (SANCTUARY paper §5.5).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import platform
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sanctuary_local.errors import UserError
+from sanctuary_local.io.safe_io import atomic_write_bytes
 
 STAGES = ("hyde", "retrieval", "verdict")
 BUDGET_S_PER_CLAIM = 60.0
@@ -130,10 +132,10 @@ def write_chart(results: list[dict[str, Any]], path: Path) -> Path:
     ax.set_title("sanctuary-local: time per claim by stage")
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
-    return path
+    return atomic_write_bytes(path, png.getvalue())  # a symlink at ``path`` is replaced, not followed
 
 
 def write_result(res: dict[str, Any], results_dir: Path) -> list[Path]:
@@ -141,8 +143,8 @@ def write_result(res: dict[str, Any], results_dir: Path) -> list[Path]:
     results_dir.mkdir(parents=True, exist_ok=True)
     stem = f"bench_{res['label']}"  # not Path.with_suffix: a label like "scale0.05" has a dot
     json_path, md_path = results_dir / f"{stem}.json", results_dir / f"{stem}.md"
-    json_path.write_text(json.dumps(res, indent=2) + "\n", "utf-8")
-    md_path.write_text(to_markdown(res), "utf-8")
+    atomic_write_bytes(json_path, (json.dumps(res, indent=2) + "\n").encode("utf-8"))
+    atomic_write_bytes(md_path, to_markdown(res).encode("utf-8"))
     return [json_path, md_path, write_chart([res], results_dir / f"{stem}.png")]
 
 
@@ -198,11 +200,11 @@ def write_comparison(cmp: dict[str, Any], a: dict[str, Any], b: dict[str, Any], 
     results_dir.mkdir(parents=True, exist_ok=True)
     stem = f"bench_compare_{label}"
     json_path, md_path = results_dir / f"{stem}.json", results_dir / f"{stem}.md"
-    json_path.write_text(json.dumps({"label": label, **cmp, "results": [a, b]}, indent=2) + "\n", "utf-8")
+    atomic_write_bytes(json_path, (json.dumps({"label": label, **cmp, "results": [a, b]}, indent=2) + "\n").encode("utf-8"))
     sources = [f"- {k} = `{r['label']}` (profile `{r['profile']}`, {r.get('n_claims', '?')} claim(s), source "
                f"`{r.get('source', '?')}`; load average at the end {r.get('host', {}).get('loadavg', 'not recorded')})" for k, r in (("A", a), ("B", b))]
-    md_path.write_text(f"# Bench before/after `{label}`\n\n" + compare_markdown(cmp, a, b) + "\n" + "\n".join(sources)
-                       + f"\n\nChart: `{stem}.png`.\n", "utf-8")
+    atomic_write_bytes(md_path, (f"# Bench before/after `{label}`\n\n" + compare_markdown(cmp, a, b) + "\n"
+                                 + "\n".join(sources) + f"\n\nChart: `{stem}.png`.\n").encode("utf-8"))
     return [json_path, md_path, write_chart([a, b], results_dir / f"{stem}.png")]
 
 
@@ -225,5 +227,5 @@ def synthetic_inputs(n_claims: int, scale: float, out_dir: Path, seed: int = 7) 
                "claim_types": ["Event/Property Claim"], "fact_checking_strategies": ["Written Evidence"],
                "questions": []} for q in queries]
     claims_path = out_dir / "claims.json"
-    claims_path.write_text(json.dumps(claims, indent=1), "utf-8")
+    atomic_write_bytes(claims_path, json.dumps(claims, indent=1).encode("utf-8"))
     return claims_path, store

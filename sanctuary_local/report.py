@@ -6,7 +6,12 @@ question 2, its first snippet kept in the prompt), so the justification's mentio
 "Evidence q.n" become links to the snippet. Each snippet is shown highlighted (``<mark>``)
 inside its source page's text, at its exact character span: the text between the marks
 is ``document.text[start:end]``. Pages carry their CSS inline and load nothing: they
-open offline. Everything from the claims, the store and the model is HTML-escaped.
+open offline. Everything from the claims, the store, the run's files and the model is
+HTML-escaped; a span or score that is not a number (a hand-edited or hostile stage file)
+is shown as "?" (issue 27). Pages are written atomically (``io.safe_io``): a symlink
+planted at a page's path is replaced, never written through. The run's own small files
+(``run_state.json``, ``config.json``, ``timings.json``) are read only when they are
+regular files of at most ``MAX_RUN_FILE_BYTES`` (a FIFO or ``/dev/zero`` there is ignored).
 
 Inputs, all read-only: ``RUN_DIR/predictions.json`` (required), ``stage2_evidence.jsonl``
 (the snippets per question; without it the official evidence list is shown, numbered
@@ -32,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from sanctuary_local.errors import UserError
+from sanctuary_local.io.safe_io import atomic_write_bytes, open_regular, read_regular
 from sanctuary_local.records import ClaimEvidence, Prediction
 
 if TYPE_CHECKING:
@@ -45,6 +51,8 @@ _CITE = re.compile(r"\b(Evidence (\d+)\.(\d+))\b")
 #: Source URLs that become links: plain http(s) only. A store is scraped web text, so a
 #: ``javascript:`` or ``data:`` URL (escaping does not defuse those) stays text.
 _LINKABLE = re.compile(r"https?://[^\s\x00-\x1f\x7f]+", re.IGNORECASE)
+#: Largest ``run_state.json`` / ``config.json`` / ``timings.json`` read for the pages.
+MAX_RUN_FILE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +63,11 @@ class ReportSnippet:
     anchor: str
     question: str
     url: str
-    doc_position: int
-    start: int
-    end: int
+    doc_position: int | None
+    start: int | None
+    end: int | None
     text: str
-    score: float
+    score: float | None
 
 
 @lru_cache(maxsize=None)
@@ -67,20 +75,36 @@ def _template(name: str) -> Template:
     return Template(resources.files("sanctuary_local.templates").joinpath(name).read_text("utf-8"))
 
 
+def _int(value: Any) -> int | None:
+    """An int field of a run file as it is, or None when it is anything else."""
+    return value if type(value) is int else None
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if type(value) in (int, float) and value == value else None
+
+
+def _snippet(label: str, anchor: str, question: Any, url: Any, doc_position: Any, start: Any, end: Any,
+             text: Any, score: Any) -> ReportSnippet:
+    """A snippet with its fields checked: text as str, numbers as numbers or None."""
+    return ReportSnippet(label, anchor, str(question), str(url), _int(doc_position), _int(start), _int(end),
+                         str(text), _float(score))
+
+
 def claim_snippets(pred: Prediction, ev: ClaimEvidence | None) -> list[ReportSnippet]:
     """The snippets of one claim, numbered as in the verdict prompt when stage 2 is known,
     else the prediction's evidence list (``evidence_all`` when present) numbered E1…"""
     if ev is None:
         items = pred.evidence_all or pred.evidence
-        return [ReportSnippet(f"E{i}", f"e{i}", it.question, it.url, it.doc_position, it.start, it.end,
-                              it.scraped_text, it.score) for i, it in enumerate(items, start=1)]
+        return [_snippet(f"E{i}", f"e{i}", it.question, it.url, it.doc_position, it.start, it.end,
+                         it.scraped_text, it.score) for i, it in enumerate(items, start=1)]
     from sanctuary_local.stages.citations import numbered_snippets
 
     out = []
     for key, sn in numbered_snippets(ev, pred.meta.get("trimmed") or ()).items():
         c, qi = sn.chunk, int(key.split(".")[0]) - 1
-        out.append(ReportSnippet(f"Evidence {key}", f"e-{key.replace('.', '-')}", ev.queries[qi].query.question, c.url,
-                                 c.doc_position, c.start, c.end, c.text, sn.score))
+        out.append(_snippet(f"Evidence {key}", f"e-{key.replace('.', '-')}", ev.queries[qi].query.question, c.url,
+                            c.doc_position, c.start, c.end, c.text, sn.score))
     return out
 
 
@@ -91,6 +115,8 @@ def _context(snip: ReportSnippet, doc_text: str | None) -> str:
     alone = f"<mark>{html.escape(snip.text)}</mark>"
     if doc_text is None:
         return alone
+    if snip.start is None or snip.end is None or snip.doc_position is None:
+        return f'<span class="note span-note">the run file gives no valid span for this snippet: the snippet alone</span>\n{alone}'
     if not (0 <= snip.start <= snip.end <= len(doc_text)) or doc_text[snip.start:snip.end] != snip.text:
         return (f'<span class="note span-note">document {snip.doc_position} of this store does not hold the snippet '
                 f"at characters {snip.start}–{snip.end} (not the store the run used?): the snippet alone</span>\n{alone}")
@@ -136,10 +162,15 @@ def _flags_html(flags: tuple[str, ...]) -> str:
     return out or '<p class="meta">no flags</p>'
 
 
+def _num(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
 def _evidence_block(s: ReportSnippet, doc_text: str | None) -> str:
     return _template("report_evidence.html").substitute(
         anchor=s.anchor, label=html.escape(s.label), question=html.escape(s.question), source=_source(s.url),
-        doc_position=s.doc_position, start=s.start, end=s.end, score=f"{s.score:.3f}", context=_context(s, doc_text))
+        doc_position=_num(s.doc_position), start=_num(s.start), end=_num(s.end),
+        score="?" if s.score is None else f"{s.score:.3f}", context=_context(s, doc_text))
 
 
 def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int, str] | None,
@@ -189,9 +220,10 @@ def _index_row(p: Prediction) -> str:
 
 
 def _load_optional(path: Path) -> dict[str, Any]:
+    """A small JSON object file of the run; {} when absent, not a regular file, too big or bad."""
     try:
-        obj = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        obj = orjson.loads(read_regular(path, MAX_RUN_FILE_BYTES, "run file"))
+    except (OSError, UserError, orjson.JSONDecodeError):
         return {}
     return obj if isinstance(obj, dict) else {}
 
@@ -236,7 +268,12 @@ def page_name(pred: Prediction) -> str:
 def _read_stage2(path: Path) -> dict[int, ClaimEvidence]:
     """Stage-2 records by claim index; unreadable lines (a torn last line) are skipped."""
     out: dict[int, ClaimEvidence] = {}
-    for raw in path.read_bytes().splitlines() if path.is_file() else []:
+    try:
+        with open_regular(path) as fh:  # a FIFO or a device is no stage file: skipped
+            data = fh.read()
+    except (OSError, UserError):
+        return out
+    for raw in data.splitlines():
         try:
             obj = orjson.loads(raw)
             out.setdefault(int(obj["claim_index"]), ClaimEvidence.from_dict(obj["record"]))
@@ -247,10 +284,8 @@ def _read_stage2(path: Path) -> dict[int, ClaimEvidence]:
 
 def _recorded_store(run_dir: Path) -> Path | None:
     """The store the run used, as ``run_state.json`` records it (None: not recorded)."""
-    try:
-        return Path(orjson.loads((run_dir / "run_state.json").read_bytes())["fingerprint"]["store"])
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
-        return None
+    store = _dig(_load_optional(run_dir / "run_state.json"), "fingerprint", "store")
+    return Path(store) if isinstance(store, str) and store else None
 
 
 def open_store(run_dir: Path, store: Path | None) -> tuple[KnowledgeStore | None, str]:
@@ -290,8 +325,8 @@ class ReportSummary:
 
 
 def _write(path: Path, text: str) -> None:
-    try:
-        path.write_text(text, "utf-8")
+    try:  # atomic: a symlink planted at the page's path is replaced, not followed
+        atomic_write_bytes(path, text.encode("utf-8"))
     except OSError as exc:
         raise UserError(f"{path}: cannot write the report: {exc.strerror or exc}") from None
 

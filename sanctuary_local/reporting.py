@@ -26,7 +26,7 @@ from sanctuary_local import __version__
 from sanctuary_local.config import Config
 from sanctuary_local.errors import UserError
 from sanctuary_local.ids import file_sha256
-from sanctuary_local.io.leaderboard import atomic_write_bytes
+from sanctuary_local.io.safe_io import atomic_write_bytes, open_append
 
 if TYPE_CHECKING:
     from sanctuary_local.run_types import RunOptions, RunSummary
@@ -278,7 +278,11 @@ class RunReporter:
 class _LogFile(logging.FileHandler):
     """run.log: a failed write (disk full, directory removed) is not reported with a
     traceback per record; the stage-file write that fails next stops the run with one
-    clear error line."""
+    clear error line. It is opened with ``O_NOFOLLOW``: a symlink planted at ``run.log``
+    is a one-line ``UserError``, never a file outside ``--out`` appended to."""
+
+    def _open(self):  # type: ignore[override] - logging API
+        return open(open_append(self.baseFilename), self.mode, encoding=self.encoding, errors=self.errors)
 
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging API
         pass

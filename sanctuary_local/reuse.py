@@ -37,6 +37,7 @@ import orjson
 
 from sanctuary_local.config import Config
 from sanctuary_local.errors import UserError
+from sanctuary_local.io.safe_io import read_regular
 from sanctuary_local.runstate import STAGE_FILES, STATE_FILE, StageFile
 
 __all__ = ["CHAIN", "reusable_stages", "reuse_stages"]
@@ -52,13 +53,15 @@ CHAIN: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("followup", ()),
     ("verdict", ("verdict",)),
 )
+#: Largest run_state.json / config.json of the source run read (they are a few KB).
+MAX_RUN_JSON_BYTES = 16 * 1024 * 1024
 #: Settings that change how a stage runs, not what it computes.
 _IGNORED = {"retrieval": ("workers",)}
 
 
 def _load_json(path: Path, what: str) -> dict[str, Any]:
     try:
-        data = orjson.loads(path.read_bytes())
+        data = orjson.loads(read_regular(path, MAX_RUN_JSON_BYTES, "run file"))  # no FIFO, no /dev/zero
     except FileNotFoundError:
         raise UserError(f"--reuse-from: {path} is missing: {what}") from None
     except orjson.JSONDecodeError as exc:

@@ -5,7 +5,9 @@ A run directory holds one ``stageN_*.jsonl`` per stage. Each line is
 are read back and skipped; a torn last line (the process was killed mid-write) is cut
 off, so every claim ends up present exactly once. A write that fails (disk full,
 read-only or vanished directory) is rolled back to the last whole line and raised as a
-``StorageError`` naming the file and the cause.
+``StorageError`` naming the file and the cause. A stage file is never written through a
+symlink (``O_NOFOLLOW``) and must be a regular file (a FIFO would hang the run): either is a
+one-line ``UserError`` naming it (``io.safe_io``).
 
 ``run_state.json`` records the fingerprint of everything that changes results (config,
 claims file, store); a rerun with another fingerprint refuses to mix with the old
@@ -23,7 +25,7 @@ from typing import Any, Generic, TypeVar
 import orjson
 
 from sanctuary_local.errors import StorageError, UserError
-from sanctuary_local.io.leaderboard import atomic_write_bytes
+from sanctuary_local.io.safe_io import atomic_write_bytes, open_append, open_regular, read_regular
 
 T = TypeVar("T")
 
@@ -38,6 +40,8 @@ STAGE_FILES = {
     "verdict": "stage3_predictions.jsonl",
 }
 STATE_FILE = "run_state.json"
+#: Largest ``run_state.json`` read (it holds a few hashes and paths).
+MAX_STATE_BYTES = 1 << 20
 
 _CAUSES = {
     errno.ENOSPC: "no space left on device (disk full)",
@@ -71,9 +75,11 @@ class StageFile(Generic[T]):
         self._load()
 
     def _load(self) -> None:
-        if not self.path.exists():
+        try:  # our own output is never read (or cut) through a symlink; another run's may be
+            with open_regular(self.path, follow=not self._repair) as f:
+                data = f.read()
+        except FileNotFoundError:
             return
-        data = self.path.read_bytes()
         good_end = 0
         pos = 0
         while pos < len(data):
@@ -92,10 +98,12 @@ class StageFile(Generic[T]):
             pos = good_end = nl + 1
         if good_end < len(data) and self._repair:
             self.repaired_bytes = len(data) - good_end
-            with open(self.path, "r+b") as f:
-                f.truncate(good_end)
-                f.flush()
-                os.fsync(f.fileno())
+            fd = os.open(self.path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.ftruncate(fd, good_end)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def sibling(self, path: Path) -> StageFile[T]:
         """The same stage's file of another run, read only (with this file's decoder): a torn
@@ -127,7 +135,7 @@ class StageFile(Generic[T]):
 def _append_line(path: Path, data: bytes) -> None:
     """Append ``data`` and fsync; on failure cut the file back to where it was, so a
     failed write never leaves half a line behind (best effort: the loader also repairs)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = open_append(path)  # no symlink, no FIFO; created 0o666 & ~umask
     try:
         start = os.fstat(fd).st_size
         try:
@@ -166,11 +174,16 @@ def check_state(out: Path, fingerprint: dict[str, Any], force: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
     remove_temp_files(out)
     state_path = out / STATE_FILE
-    if state_path.exists():
+    try:
+        raw: bytes | None = read_regular(state_path, MAX_STATE_BYTES, "run state")
+    except FileNotFoundError:
+        raw = None
+    if raw is not None:
         try:
-            old = orjson.loads(state_path.read_bytes())
+            old = orjson.loads(raw)
         except orjson.JSONDecodeError:
             old = {}
+        old = old if isinstance(old, dict) else {}
         if old.get("fingerprint") != fingerprint:
             changed = sorted(k for k in set(old.get("fingerprint", {})) | set(fingerprint)
                              if old.get("fingerprint", {}).get(k) != fingerprint.get(k))

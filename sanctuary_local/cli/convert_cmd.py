@@ -9,7 +9,7 @@ Formats are guessed from the input's content and the output's suffix; ``--from``
 ``--to-format`` override. ``--claims-range a:b`` keeps the claims with index a ≤ i < b
 (the index in the claims file = the CSV id), so the solution CSV of a subset has the
 same ids as that subset's ``run`` submission. Output is written atomically: a failure
-leaves no file.
+leaves no file; an unwritable output is one error line naming it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from rich.console import Console
 
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.claims import load_json_file, parse_claims_range, read_claims
+from sanctuary_local.io.files import writing
 from sanctuary_local.io.leaderboard import read_leaderboard_csv, write_leaderboard_csv
 from sanctuary_local.io.predictions import (
     gold_to_solution,
@@ -101,21 +102,24 @@ def convert(
     dst_fmt = dst_fmt or output_format(dst)
     if src_fmt is Fmt.predictions and dst_fmt is Fmt.leaderboard:
         rows = predictions_to_leaderboard(_in_range(read_predictions_json(src), _prediction_index, claims_range, src))
-        write_leaderboard_csv(rows, dst)
+        with writing(dst):
+            write_leaderboard_csv(rows, dst)
         return src_fmt, dst_fmt, len(rows)
     if src_fmt is Fmt.claims and dst_fmt is Fmt.leaderboard:
         try:
             rows = gold_to_solution(_in_range(read_claims(src), lambda c: c.index, claims_range, src))
         except UserError as exc:
             raise _named(src, exc) from None
-        write_leaderboard_csv(rows, dst)
+        with writing(dst):
+            write_leaderboard_csv(rows, dst)
         return src_fmt, dst_fmt, len(rows)
     if src_fmt is Fmt.leaderboard and dst_fmt is Fmt.predictions:
         try:
             preds = _in_range(leaderboard_to_predictions(read_leaderboard_csv(src)), _prediction_index, claims_range, src)
         except UserError as exc:
             raise _named(src, exc) from None
-        write_predictions_json(preds, dst)
+        with writing(dst):
+            write_predictions_json(preds, dst)
         return src_fmt, dst_fmt, len(preds)
     raise UserError(
         f"cannot convert {src_fmt.value} → {dst_fmt.value}; supported: predictions → leaderboard, "

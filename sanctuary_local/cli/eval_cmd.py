@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from sanctuary_local.errors import UserError
+from sanctuary_local.io.files import check_writable, writing
 
 
 def _attach_ev2r(report, data, judge: str, out: Path, cache_dir: Path | None, max_tokens: int, limit: int | None) -> None:  # type: ignore[no-untyped-def]
@@ -63,10 +64,12 @@ def eval_command(
         if not gold_examples:
             raise UserError(f"{gold}: --claims-range {claims_range} selects no gold claim")
     data = align(gold_examples, pred_examples)
+    check_writable(out, "the eval outputs")  # before minutes of scoring, not after
     report = evaluate(data, workers=workers)
     if judge:
         _attach_ev2r(report, data, judge, out, judge_cache, judge_max_tokens, judge_limit)
-    paths = write_outputs(report, out, {"pred": str(pred), "gold": str(gold), "judge": judge, "claims_range": claims_range})
+    with writing(out, "the eval outputs"):
+        paths = write_outputs(report, out, {"pred": str(pred), "gold": str(gold), "judge": judge, "claims_range": claims_range})
     console = Console()
     console.print(summary_table(report))
     if report.ev2r:

@@ -2,12 +2,18 @@
 
 Streams every claim's store file once (bounded memory) and prints a rich table:
 claims, documents per claim, empty documents, lines per document, MB per claim,
-malformed lines (with file:line) and the claims whose store file is missing.
+malformed lines (with file:line) and the claims whose store file is missing. A zip
+that cannot be read (damaged archive, bad CRC, encrypted member) and an unwritable
+``--json`` are one error line naming the file.
 """
 
 from __future__ import annotations
 
 import statistics
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -17,7 +23,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from sanctuary_local.errors import UserError
 from sanctuary_local.io.claims import read_claims
+from sanctuary_local.io.files import check_writable, writing
 from sanctuary_local.io.leaderboard import atomic_write_bytes
 from sanctuary_local.io.store import KnowledgeStore, StoreProblem
 
@@ -77,10 +85,33 @@ def inspect_store(store: KnowledgeStore, indices: list[int], claims_file: str | 
     return report
 
 
+#: What reading a damaged zip raises (zipfile: bad CRC, bad headers; zlib: bad deflate data;
+#: EOFError: truncated member; NotImplementedError: unknown compression method).
+ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError)
+
+
+@contextmanager
+def zip_errors(name: str) -> Iterator[None]:
+    """A damaged or encrypted zip (member) ``name`` → one ``UserError`` line naming it."""
+    try:
+        yield
+    except ZIP_ERRORS as exc:
+        raise UserError(f"{name}: damaged zip: {exc}") from None
+    except RuntimeError as exc:  # zipfile's way to say "encrypted, password required"
+        if "encrypted" not in str(exc):
+            raise
+        raise UserError(f"{name}: encrypted zip member; unpack it, or zip the store again without a password") from None
+
+
 def _scan_claim(store: KnowledgeStore, index: int, report: StoreReport) -> None:
     if not store.has(index):
         report.missing.append(index)
         return
+    with zip_errors(store.file_name(index)):
+        _scan_file(store, index, report)
+
+
+def _scan_file(store: KnowledgeStore, index: int, report: StoreReport) -> None:
     report.n_store_files += 1
     n_docs = 0
     for doc in store.iter_documents(index, report.problems):
@@ -138,9 +169,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Summarise a knowledge store: documents, lines, sizes, malformed lines, missing files."""
         console = Console()
-        ks = KnowledgeStore(store)
+        if json_out is not None:  # before the scan, which can take minutes
+            check_writable(json_out, "the inspect report", is_file=True)
+        with zip_errors(str(store)):
+            ks = KnowledgeStore(store)
         indices = list(range(len(read_claims(claims)))) if claims else ks.claim_indices()
         report = inspect_store(ks, indices, str(claims) if claims else None, console)
         render(report, console)
         if json_out is not None:
-            atomic_write_bytes(json_out, orjson.dumps(report.summary(), option=orjson.OPT_INDENT_2) + b"\n")
+            with writing(json_out, "the inspect report"):
+                atomic_write_bytes(json_out, orjson.dumps(report.summary(), option=orjson.OPT_INDENT_2) + b"\n")

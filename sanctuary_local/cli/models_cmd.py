@@ -6,12 +6,19 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 
 from sanctuary_local.errors import UserError
 from sanctuary_local.models import ROLE_FIELDS, ROLES, STATIC_PREFIX, load_manifest, missing_files, source_model
 
 console = Console()
+
+def _log(message: str) -> None:
+    """Progress lines of fetch / prep-vllm, printed as text (paths and pip hints hold brackets)."""
+    console.print(escape(message), highlight=False)
+
 
 MODELS_DIR = typer.Option(Path("models"), "--models-dir", help="Where fetched models live (config: models_dir).")
 
@@ -35,16 +42,15 @@ def _status(name: str, models_dir: Path) -> str:
     return "[yellow]incomplete[/]" if missing_files(model, directory) else "[green]present[/]"
 
 
-def list_models(
-    profile: str | None = typer.Option(None, "--profile", "-p", help="Only this profile."),
-    models_dir: Path = MODELS_DIR,
-) -> None:
-    """List profiles, their role → model table, hub repo, revision and local status."""
+LIST_TITLE = "sanctuary_local models (manifest: sanctuary_local/data/manifest.toml)"
+LIST_COLUMNS = ("profile", "role (config field)", "model", "source", "revision", "quant / dtype", "status")
+
+
+def _list_rows(profile: str | None, models_dir: Path) -> list[tuple[str, ...]]:
+    """One row per profile role, cells in ``LIST_COLUMNS`` order: text escaped for rich,
+    the status cell in rich markup (coloured)."""
     manifest = load_manifest()
-    table = Table(title="sanctuary_local models (manifest: sanctuary_local/data/manifest.toml)")
-    for col in ("profile", "role (config field)", "model", "source", "revision", "quant / dtype", "status"):
-        # model names are what users copy into configs: never truncate them
-        table.add_column(col, no_wrap=col in ("model", "status"), overflow="fold")
+    rows = []
     for pname in [profile] if profile else sorted(manifest.profiles):
         roles = manifest.profile(pname)
         for role in ROLES:
@@ -56,8 +62,51 @@ def list_models(
                 source = f"static (model2vec), distilled here from {source}"
             revision = (hub.revision[:12] + ("" if hub.pinned else " (unpinned)")) if hub else "-"
             quant = f"{hub.quantization} / {hub.dtype}" if hub else manifest.packaged[name.removeprefix("packaged:")].quantization
-            table.add_row(pname, f"{role} ({ROLE_FIELDS[role]})", shown, source, revision, quant, _status(name, models_dir))
-    console.print(table)
+            cells = (pname, f"{role} ({ROLE_FIELDS[role]})", shown, source, revision, quant)
+            rows.append((*map(escape, cells), _status(name, models_dir)))
+    return rows
+
+
+def _wide_table(rows: list[tuple[str, ...]]) -> Table:
+    table = Table(title=LIST_TITLE)
+    for col in LIST_COLUMNS:
+        # model names are what users copy into configs: never truncate them
+        table.add_column(col, no_wrap=col in ("model", "status"), overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _print_narrow(rows: list[tuple[str, ...]]) -> None:
+    """The same cells as the wide table, one block per profile role (fits 80 columns:
+    the longest model name is 48 characters; long sources wrap at spaces)."""
+    console.print(LIST_TITLE, style="italic", highlight=False)
+    last = None
+    for pname, role, *details in rows:
+        if pname != last:
+            console.print(f"\n[bold]profile {pname}[/]", highlight=False)
+            last = pname
+        console.print(f"  {role}", highlight=False)
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True, style="dim")
+        grid.add_column(overflow="fold")
+        for key, value in zip(LIST_COLUMNS[2:], details):
+            grid.add_row(key, value)
+        console.print(Padding(grid, (0, 0, 0, 4)), highlight=False)
+
+
+def list_models(
+    profile: str | None = typer.Option(None, "--profile", "-p", help="Only this profile."),
+    models_dir: Path = MODELS_DIR,
+) -> None:
+    """List profiles, their role → model table, hub repo, revision and local status."""
+    rows = _list_rows(profile, models_dir)
+    table = _wide_table(rows)
+    needed = console.measure(table, options=console.options.update_width(10_000)).maximum  # unsqueezed
+    if needed <= console.width:
+        console.print(table)
+    else:  # a narrow terminal would squeeze columns to nothing: one block per model instead
+        _print_narrow(rows)
 
 
 def fetch(
@@ -68,9 +117,9 @@ def fetch(
     """Download a profile's models from the Hugging Face hub (needs internet; resumable)."""
     from sanctuary_local.model_store import fetch_profile
 
-    paths = fetch_profile(profile, models_dir, only=only, log=console.print)
-    console.print(f"fetched {len(paths)} model(s) into {models_dir}; check offline with "
-                  f"`sanctuary-local models verify --profile {profile}`")
+    paths = fetch_profile(profile, models_dir, only=only, log=_log)
+    _log(f"fetched {len(paths)} model(s) into {models_dir}; check offline with "
+         f"`sanctuary-local models verify --profile {profile}`")
 
 
 def verify(
@@ -86,8 +135,9 @@ def verify(
     for col in ("model", "kind", "result", "details"):
         table.add_column(col, overflow="fold")
     for rep in reports:
+        # escaped: a hint such as pip install 'sanctuary-local[gemma]' is not rich markup
         details = "\n".join(rep.problems + [f"warning: {w}" for w in rep.warnings]) or rep.path
-        table.add_row(rep.name, rep.kind, "[green]ok[/]" if rep.ok else "[red]FAIL[/]", details)
+        table.add_row(escape(rep.name), escape(rep.kind), "[green]ok[/]" if rep.ok else "[red]FAIL[/]", escape(details))
     console.print(table)
     bad = [r.name for r in reports if not r.ok]
     if bad:  # a UserError: one clear line and exit code 2 (see cli/__init__.py)
@@ -106,7 +156,7 @@ def prep_vllm(
     """Convert a GGUF into the Hugging Face folder vLLM loads (offline, hash-checked, idempotent)."""
     from sanctuary_local.model_prep import prep_vllm as run_prep
 
-    run_prep(source, out, sha256=sha256, models_dir=models_dir, dtype=dtype, force=force, log=console.print)
+    run_prep(source, out, sha256=sha256, models_dir=models_dir, dtype=dtype, force=force, log=_log)
 
 
 def register(app: typer.Typer) -> None:

@@ -71,15 +71,24 @@ def normalize_label(raw: Any, where: str) -> str:
 def _from_csv(path: Path, *, gold: bool) -> list[EvalExample]:
     from sanctuary_local.io.leaderboard import read_leaderboard_csv
 
-    rows = read_leaderboard_csv(path)
-    if gold and any(r.split == "gold" for r in rows):
-        rows = [r for r in rows if r.split == "gold"]  # the leaderboard scores the gold split only
+    rows = list(enumerate(read_leaderboard_csv(path), start=1))  # (data row number, row)
+    if gold and any(r.split == "gold" for _, r in rows):
+        rows = [(n, r) for n, r in rows if r.split == "gold"]  # the leaderboard scores the gold split only
     out = []
-    for line, r in enumerate(rows, start=2):
-        where = f"{path}: row {line - 1} (claim id {r.id})"
+    for number, r in rows:
+        where = f"{path}: row {number} (claim id {r.id})"
         label = normalize_label(r.label, where) if (gold or r.label.strip()) else MISSING_LABEL
         out.append(EvalExample(r.id, r.claim, label, tuple(r.qa_pairs)))
+    _check_unique_in_file(out, [f"row {n}" for n, _ in rows], path)
     return out
+
+
+def _check_unique_in_file(examples: Sequence[EvalExample], positions: Sequence[str], path: Path) -> None:
+    """Two entries of one file for the same claim id: a UserError naming both positions."""
+    first: dict[str, str] = {}
+    for e, where in zip(examples, positions):
+        if (other := first.setdefault(e.claim_id, where)) != where:
+            raise UserError(f"{path}: duplicate claim id {e.claim_id}: {other} and {where}")
 
 
 def _gold_from_claims(path: Path) -> list[EvalExample]:
@@ -100,8 +109,13 @@ def _pred_entry(entry: Any, position: int, path: Path) -> EvalExample:
         raise UserError(f"{where}: expected a JSON object, got {type(entry).__name__}")
     # Our files carry claim_index (the index in the claims file = the gold id); official
     # ones only claim_id (the dataset index in the official files).
+    from sanctuary_local.io.claims import check_claim_id
+
     index = entry.get("claim_index")
-    claim_id = str(index) if isinstance(index, int) else str(entry.get("claim_id", entry.get("id", position)))
+    if isinstance(index, int) and not isinstance(index, bool):
+        claim_id = str(index)
+    else:
+        claim_id = check_claim_id(str(entry.get("claim_id", entry.get("id", position))), where)
     where = f"{where} (claim id {claim_id})"
     raw_label = entry.get("pred_label", entry.get("label"))
     label = MISSING_LABEL if raw_label in (None, "") else normalize_label(raw_label, where)
@@ -122,7 +136,9 @@ def _pred_from_json(path: Path) -> list[EvalExample]:
     data = load_json_file(path, "predictions file")
     if not isinstance(data, list):
         raise UserError(f"{path}: expected a JSON array of predictions at the top level, got {type(data).__name__}")
-    return [_pred_entry(entry, i, path) for i, entry in enumerate(data)]
+    preds = [_pred_entry(entry, i, path) for i, entry in enumerate(data)]
+    _check_unique_in_file(preds, [f"entry {i}" for i in range(len(preds))], path)
+    return preds
 
 
 def load_predictions(path: str | Path) -> list[EvalExample]:

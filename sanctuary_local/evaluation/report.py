@@ -21,19 +21,30 @@ PER_CLAIM_FIELDS = (
 )  # fmt: skip
 
 
+#: First characters that make a spreadsheet read a cell as a formula (OWASP "CSV injection").
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(cell: object) -> object:
+    """A text cell starting like a formula, prefixed with a single quote (OWASP's rule):
+    ``per_claim.csv`` is opened in spreadsheets, and its ids and claim types come from
+    input files. Numbers pass unchanged."""
+    return "'" + cell if isinstance(cell, str) and cell.startswith(FORMULA_START) else cell
+
+
 def per_claim_csv(report: EvalReport) -> str:
-    """One row per gold claim, in gold order."""
+    """One row per gold claim, in gold order; text cells made spreadsheet-safe."""
     out = io.StringIO(newline="")
     writer = csv.writer(out)
     writer.writerow(PER_CLAIM_FIELDS)
     for c in report.claims:
         hit = 1 if (c.correct and c.qa > HEADLINE_THRESHOLD) else 0
         ev = c.ev2r
-        writer.writerow((
+        writer.writerow(map(spreadsheet_safe, (
             c.claim_id, c.gold_label, c.pred_label or "(missing)", int(c.correct), c.n_pred_evidence,
             c.n_gold_evidence, f"{c.q_only:.6f}", f"{c.qa:.6f}", hit, "|".join(c.claim_types),
             *((f"{ev['q_recall']:.6f}", f"{ev['qa_recall']:.6f}", int(ev["hit"])) if ev else ("", "", "")),
-        ))  # fmt: skip
+        )))  # fmt: skip
     return out.getvalue()
 
 
@@ -61,10 +72,10 @@ def confusion_png(report: EvalReport, path: Path, title: str = "") -> Path:
     missing = len(report.missing)
     ax.set_title(title or f"accuracy {report.labels.accuracy:.3f}, macro-F1 {report.labels.macro_f1:.3f}" + (f" ({missing} missing)" if missing else ""))
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
     plt.close(fig)
-    return path
+    return atomic_write_bytes(path, png.getvalue())  # a symlink at ``path`` is replaced, not followed
 
 
 def write_outputs(report: EvalReport, out_dir: Path, inputs: dict[str, Any]) -> dict[str, Path]:

@@ -7,8 +7,9 @@ claim index, which names the knowledge-store file ``{index}.json`` (paper §3: i
 (c, m, e)).
 
 Every user mistake (missing file, non-UTF-8 bytes, empty file, invalid JSON, wrong
-top-level type, a missing ``claim`` field, an unknown label) is a ``UserError`` that
-names the file and, where it applies, the claim index.
+top-level type, a missing ``claim`` field, an unknown label, a claim id written in
+non-ASCII digits, two claims with the same id) is a ``UserError`` that names the file
+and, where it applies, the claim index. A UTF-8 BOM is accepted.
 """
 
 from __future__ import annotations
@@ -22,7 +23,35 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.io.files import read_utf8
 from sanctuary_local.records import LABELS, Claim, GoldAnswer, GoldQuestion
 
-__all__ = ["read_claims", "claim_to_official", "parse_claim", "load_json_file", "parse_claims_range"]
+__all__ = [
+    "read_claims", "claim_to_official", "parse_claim", "load_json_file", "parse_claims_range", "check_claim_id",
+    "index_from_id", "MAX_INDEX_DIGITS",
+]
+
+#: The most digits of an id read as a claim index (int64 range: orjson writes it as a number).
+MAX_INDEX_DIGITS = 18
+
+
+def check_claim_id(value: str, where: str, field: str = "claim_id") -> str:
+    """``value``, unless it is written with non-ASCII digits ('٣', '３', '²'): ``int()`` reads
+    those (or chokes on them) while every comparison of ids is by their text, so such an id
+    would silently match nothing, or the wrong claim. A ``UserError`` naming ``where``."""
+    if any(ch.isdigit() and not ch.isascii() for ch in value):
+        shown = value if len(value) <= 40 else value[:40] + "…"
+        ascii_form = f" (as ASCII: {int(value)})" if value.isdecimal() and len(value) <= MAX_INDEX_DIGITS else ""
+        raise UserError(f"{where}: {field} {shown!r} is written with non-ASCII digits{ascii_form}; write ids with 0-9")
+    return value
+
+
+def index_from_id(value: str, where: str, field: str = "claim_id") -> int | None:
+    """The claim index an all-digit (ASCII) id names; ``None`` for any other id. Non-ASCII
+    digits and digit strings too long for an index are a ``UserError`` naming ``where``."""
+    check_claim_id(value, where, field)
+    if not (value.isascii() and value.isdigit()):
+        return None
+    if len(value) > MAX_INDEX_DIGITS:
+        raise UserError(f"{where}: {field} is {len(value)} digits long, too long for a claim index")
+    return int(value)
 
 
 def parse_claims_range(spec: str) -> range:
@@ -54,7 +83,12 @@ def read_claims(path: str | Path) -> list[Claim]:
     data = load_json_file(path, "claims file")
     if not isinstance(data, list):
         raise UserError(f"{path}: expected a JSON array of claims at the top level, got {type(data).__name__}")
-    return [parse_claim(entry, index, str(path)) for index, entry in enumerate(data)]
+    claims = [parse_claim(entry, index, str(path)) for index, entry in enumerate(data)]
+    first: dict[str, int] = {}
+    for c in claims:  # an id left out is the claim's index: that too may clash with a given one
+        if (other := first.setdefault(c.claim_id, c.index)) != c.index:
+            raise UserError(f"{path}: duplicate claim_id {c.claim_id!r}: claim {other} and claim {c.index}")
+    return claims
 
 
 def _opt_str(entry: dict[str, Any], key: str, where: str) -> str | None:
@@ -81,6 +115,9 @@ def parse_claim(entry: Any, index: int, source: str = "<claims>") -> Claim:
     if not isinstance(types, (list, tuple)) or not all(isinstance(t, str) for t in types):
         raise UserError(f"{where}: field 'claim_types' must be a list of strings")
     claim_id = entry.get("claim_id")
+    if claim_id is not None and (isinstance(claim_id, bool) or not isinstance(claim_id, (str, int, float))):
+        raise UserError(f"{where}: field 'claim_id' must be a string or a number, got {type(claim_id).__name__}")
+    claim_id = check_claim_id("" if claim_id is None else str(claim_id), where)
     return Claim(
         index=index,
         text=text,
@@ -93,7 +130,7 @@ def parse_claim(entry: Any, index: int, source: str = "<claims>") -> Claim:
         gold_label=label,
         gold_justification=_opt_str(entry, "justification", where),
         gold_questions=_parse_questions(entry.get("questions"), where),
-        claim_id="" if claim_id is None else str(claim_id),
+        claim_id=claim_id,
     )
 
 

@@ -4,25 +4,37 @@
 "\\t\\t\\n\\n"`` (what the shared task's converter writes). Rows are written with the csv
 module's defaults (excel dialect, ``\\r\\n`` row ends, minimal quoting), which makes the
 output byte-compatible with the official files.
+
+Reading: a UTF-8 BOM is accepted; fields up to ``CSV_FIELD_LIMIT`` (the csv module's own
+default, 128 KiB, is less than a long claim or answer); an unreadable file, a field past
+the limit (typically an unbalanced quote that swallows the rest of the file) or an id in
+non-ASCII digits is a ``UserError`` naming ``file:line``.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from collections.abc import Iterator
+
 from sanctuary_local.errors import UserError
+from sanctuary_local.io.claims import check_claim_id
 from sanctuary_local.io.files import read_utf8
+# Re-exported: callers import the atomic writer from here (it moved to safe_io, issue 27).
+from sanctuary_local.io.safe_io import atomic_write_bytes  # noqa: F401
 
 HEADER = ("id", "claim", "evi", "label", "split")
 QA_SEP = "\t\t\n"
 PAIR_END = "\t\t\n\n"
 #: Pairs the official scorer reads per claim (``max_questions`` in averitec_evaluate.py).
 OFFICIAL_MAX_PAIRS = 10
+#: Largest CSV field read (characters). The whole file is in memory already, so this only
+#: tells a garbled file (an unbalanced quote) from a real one: a row of ten long pairs is
+#: well under a megabyte; the csv module's default 128 KiB is not enough for a long claim.
+CSV_FIELD_LIMIT = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +57,19 @@ def format_evi(pairs: list[tuple[str, str]]) -> str:
     return "".join(f"{q}{QA_SEP}{a}{PAIR_END}" for q, a in pairs)
 
 
+def scorer_pairs(evi: str) -> list[tuple[str, str]] | None:
+    """The pairs the FEVER-8 scorer reads from an ``evi`` cell (it splits on ``PAIR_END``,
+    then each non-empty piece on ``QA_SEP`` into exactly two); ``None`` where it would fail."""
+    pairs: list[tuple[str, str]] = []
+    for piece in evi.split(PAIR_END):
+        if piece:
+            parts = piece.split(QA_SEP)
+            if len(parts) != 2:
+                return None
+            pairs.append((parts[0], parts[1]))
+    return pairs
+
+
 def parse_evi(evi: str) -> list[tuple[str, str]]:
     """The ``evi`` cell → question-answer pairs (inverse of ``format_evi``).
 
@@ -59,18 +84,36 @@ def parse_evi(evi: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def _csv_rows(path: Path, text: str) -> Iterator[tuple[int, list[str]]]:
+    """``(first line, fields)`` of each CSV record; a csv module error (a field past
+    ``CSV_FIELD_LIMIT``…) is a ``UserError`` naming the line its record starts on."""
+    csv.field_size_limit(CSV_FIELD_LIMIT)  # process-wide; idempotent
+    reader = csv.reader(io.StringIO(text, newline=""))
+    while True:
+        start = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            hint = " (an unbalanced quote?)" if "field limit" in str(exc) else ""
+            msg = str(exc).replace("field larger than field limit", f"a field is larger than {CSV_FIELD_LIMIT} characters")
+            raise UserError(f"{path}:{start}: unreadable CSV: {msg}{hint}") from None
+        yield start, row
+
+
 def read_leaderboard_csv(path: str | Path) -> list[LeaderboardRow]:
     """Read a leaderboard/solution CSV; a bad header or row is a UserError naming file:line."""
     path = Path(path)
-    text = read_utf8(path, "leaderboard CSV").decode("utf-8")
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header = next(reader)
+    rows_in = _csv_rows(path, read_utf8(path, "leaderboard CSV").decode("utf-8"))
+    _, header = next(rows_in)
     if tuple(h.strip() for h in header) != HEADER:
         raise UserError(f"{path}:1: expected header {','.join(HEADER)}, got {','.join(header)}")
     rows: list[LeaderboardRow] = []
-    for row in reader:
+    for number, (line, row) in enumerate(rows_in, start=1):
         if len(row) != len(HEADER):
-            raise UserError(f"{path}:{reader.line_num}: expected {len(HEADER)} fields, got {len(row)}")
+            raise UserError(f"{path}:{line}: expected {len(HEADER)} fields, got {len(row)}")
+        check_claim_id(row[0], f"{path}:{line}: row {number}", "id")
         rows.append(LeaderboardRow(*row))
     return rows
 
@@ -87,14 +130,17 @@ def check_official_rows(path: str | Path, max_pairs: int | None = None) -> list[
     with the csv module, and with pandas as well when it is installed."""
     path = Path(path)
     text = read_utf8(path, "leaderboard CSV").decode("utf-8")
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header = next(reader, [])
+    try:
+        records = list(_csv_rows(path, text))
+    except UserError as exc:  # not CSV the scorer could read either
+        return [str(exc)]
+    header = records[0][1] if records else []
     if tuple(header) != HEADER:
         return [f"{path}: header is {','.join(header)!r}, expected {','.join(HEADER)!r}"]
     problems: list[str] = []
     seen: set[str] = set()
     n_rows = 0
-    for n_rows, row in enumerate(reader, start=1):
+    for n_rows, (_, row) in enumerate(records[1:], start=1):
         if len(row) != len(HEADER):
             problems.append(f"row {n_rows}: {len(row)} fields, expected {len(HEADER)}")
             continue
@@ -150,19 +196,3 @@ def leaderboard_csv_text(rows: list[LeaderboardRow]) -> str:
 def write_leaderboard_csv(rows: list[LeaderboardRow], path: str | Path) -> Path:
     """Write atomically (temp file + rename): no partial file is ever left behind."""
     return atomic_write_bytes(Path(path), leaderboard_csv_text(rows).encode("utf-8"))
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a temp file in the same directory, fsync, rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path

@@ -16,15 +16,15 @@ rows score against the matching rows of the solution CSV.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from sanctuary_local.errors import UserError
-from sanctuary_local.io.claims import load_json_file
-from sanctuary_local.io.leaderboard import LeaderboardRow, atomic_write_bytes, format_evi
+from sanctuary_local.io.claims import MAX_INDEX_DIGITS, check_claim_id, index_from_id, load_json_file
+from sanctuary_local.io.leaderboard import LeaderboardRow, atomic_write_bytes, format_evi, scorer_pairs
 from sanctuary_local.records import LABELS, Claim, EvidenceItem, Prediction
 
 __all__ = [
@@ -54,10 +54,29 @@ def collapse_whitespace(text: str) -> str:
     return " ".join(text.split())
 
 
+def one_line(text: str) -> str:
+    """``text`` as it is when it holds no whitespace but spaces, else whitespace-collapsed."""
+    return collapse_whitespace(text) if any(ch.isspace() and ch != " " for ch in text) else text
+
+
+def official_evi(pairs: Sequence[tuple[str, str]]) -> str:
+    """The ``evi`` cell of someone else's question-answer pairs, read by the scorer as
+    exactly these pairs: written as they are when it would (the official converter's
+    bytes: the official CSVs round-trip), else with every question and answer holding
+    tabs or newlines collapsed to one line. A ``\\t\\t\\n`` inside a text, or an answer
+    starting with a newline, would otherwise split one pair into two (or crash the scorer)."""
+    pairs = list(pairs)
+    evi = format_evi(pairs)
+    if scorer_pairs(evi) == pairs:
+        return evi
+    return format_evi([(one_line(q), one_line(a)) for q, a in pairs])
+
+
 def official_claim_id(claim_id: str) -> int | str:
     """The ``claim_id`` as the official JSON writes it: an integer when it is one
-    (written back identically), else the string."""
-    return int(claim_id) if claim_id.isascii() and claim_id.isdigit() and str(int(claim_id)) == claim_id else claim_id
+    (written back identically, within int64), else the string."""
+    digits = claim_id.isascii() and claim_id.isdigit() and len(claim_id) <= MAX_INDEX_DIGITS
+    return int(claim_id) if digits and str(int(claim_id)) == claim_id else claim_id
 
 
 def _evidence_to_official(items: Sequence[EvidenceItem]) -> list[dict[str, Any]]:
@@ -97,13 +116,49 @@ def write_predictions_json(preds: Sequence[Prediction], path: str | Path) -> Pat
 
 
 def read_predictions_json(path: str | Path) -> list[Prediction]:
-    """Read a predictions file (ours or any official-format one); a bad entry is a
-    ``UserError`` naming the file and the entry index."""
+    """Read a predictions file (ours or any official-format one); a bad entry (a wrong type,
+    an id in non-ASCII digits, a claim predicted twice) is a ``UserError`` naming the file
+    and the entry index."""
     path = Path(path)
     data = load_json_file(path, "predictions file")
     if not isinstance(data, list):
         raise UserError(f"{path}: expected a JSON array of predictions at the top level, got {type(data).__name__}")
-    return [_parse_prediction(entry, i, f"{path}: entry {i}") for i, entry in enumerate(data)]
+    preds = [_parse_prediction(entry, i, f"{path}: entry {i}") for i, entry in enumerate(data)]
+    first: dict[int, int] = {}
+    for i, p in enumerate(preds):
+        if (other := first.setdefault(p.claim_index, i)) != i:
+            raise UserError(f"{path}: entry {other} and entry {i} both predict claim {p.claim_index} (duplicate claim index)")
+    return preds
+
+
+def _typed(entry: dict[str, Any], key: str, where: str, ok: Callable[[Any], bool], want: str, default: Any) -> Any:
+    """``entry[key]`` when ``ok(value)``, ``default`` when absent or null, else a UserError."""
+    value = entry.get(key)
+    if value is None:
+        return default
+    if not ok(value):
+        raise UserError(f"{where}: field '{key}' must be {want}, got {type(value).__name__} {_short(value)}")
+    return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _claim_index(entry: dict[str, Any], claim_id: str, position: int, where: str) -> int:
+    """Our ``claim_index`` when present (a non-negative integer); official files have only
+    ``claim_id``, which is the claim's index in the dataset; else the position."""
+    index = _typed(entry, "claim_index", where, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+                   "a non-negative integer", None)
+    if index is not None:
+        return index
+    from_id = index_from_id(claim_id, where)
+    return position if from_id is None else from_id
 
 
 def _parse_prediction(entry: Any, position: int, where: str) -> Prediction:
@@ -115,27 +170,29 @@ def _parse_prediction(entry: Any, position: int, where: str) -> Prediction:
     label = entry["pred_label"]
     if label not in LABELS:
         raise UserError(f"{where}: unknown pred_label {label!r}; valid labels: {', '.join(LABELS)}")
-    claim_id = str(entry.get("claim_id", position))
-    claim_index = entry.get("claim_index")
-    if not isinstance(claim_index, int):
-        # Official files have only claim_id, which is the claim's index in the dataset.
-        claim_index = int(claim_id) if claim_id.isdigit() else position
+    raw_id = _typed(entry, "claim_id", where, lambda v: isinstance(v, (str, int)) and not isinstance(v, bool),
+                    "a string or an integer", position)
+    claim_id = check_claim_id(str(raw_id), where)
     evidence = entry.get("evidence") or []
     evidence_all = entry.get("evidence_all") or []
     for key, value in (("evidence", evidence), ("evidence_all", evidence_all)):
         if not isinstance(value, list):
             raise UserError(f"{where}: field '{key}' must be a list")
+    flags = _typed(entry, "flags", where, lambda v: isinstance(v, list) and all(isinstance(f, str) for f in v),
+                   "a list of strings", [])
+    timings = _typed(entry, "timings", where, lambda v: isinstance(v, dict) and all(_number(t) for t in v.values()),
+                     "an object of numbers", {})
     return Prediction(
-        claim_index=claim_index,
+        claim_index=_claim_index(entry, claim_id, position, where),
         claim_id=claim_id,
         claim=entry["claim"],
         label=label,
         evidence=tuple(_parse_evidence(e, f"{where}, evidence {j}") for j, e in enumerate(evidence)),
-        justification=str(entry.get("justification") or ""),
-        provisional_label=entry.get("provisional_label"),
-        flags=tuple(entry.get("flags") or ()),
-        timings=dict(entry.get("timings") or {}),
-        meta=dict(entry.get("meta") or {}),
+        justification=_typed(entry, "justification", where, lambda v: isinstance(v, str), "a string", ""),
+        provisional_label=_typed(entry, "provisional_label", where, lambda v: isinstance(v, str), "a string or null", None),
+        flags=tuple(flags),
+        timings=dict(timings),
+        meta=dict(_typed(entry, "meta", where, lambda v: isinstance(v, dict), "an object", {})),
         evidence_all=tuple(_parse_evidence(e, f"{where}, evidence_all {j}") for j, e in enumerate(evidence_all)),
     )
 
@@ -166,14 +223,15 @@ def predictions_to_leaderboard(preds: Sequence[Prediction]) -> list[LeaderboardR
 
     ``id`` is the claim's index in the claims file (see the module docstring); the
     evidence is written as it is (a run's predictions already hold ≤ ``MAX_EVIDENCE``
-    pairs; someone else's file is converted unchanged). ``split`` is ``"pred"`` unless
+    pairs; someone else's file keeps all its pairs), collapsed to one line where the
+    scorer would misread them (``official_evi``). ``split`` is ``"pred"`` unless
     the prediction came from a CSV with another split (kept in ``meta["split"]`` so that
     CSV → JSON → CSV is byte-identical)."""
     return [
         LeaderboardRow(
             id=str(p.claim_index),
             claim=p.claim,
-            evi=format_evi([(e.question, e.answer) for e in p.evidence]),
+            evi=official_evi([(e.question, e.answer) for e in p.evidence]),
             label=p.label,
             split=str(p.meta.get("split", "pred")),
         )
@@ -206,11 +264,13 @@ def leaderboard_to_predictions(rows: Sequence[LeaderboardRow]) -> list[Predictio
     the CSV does not carry it. A row with an unknown label is a UserError."""
     preds = []
     for position, r in enumerate(rows):
+        where = f"data row {position + 1} (id {r.id})"
         if r.label not in LABELS:
-            raise UserError(f"data row {position + 1} (id {r.id}): unknown label {r.label!r}; valid labels: {', '.join(LABELS)}")
+            raise UserError(f"{where}: unknown label {r.label!r}; valid labels: {', '.join(LABELS)}")
+        index = index_from_id(r.id, where, "id")
         preds.append(
             Prediction(
-                claim_index=int(r.id) if r.id.isdigit() else position,
+                claim_index=position if index is None else index,
                 claim_id=r.id,
                 claim=r.claim,
                 label=r.label,

@@ -7,15 +7,25 @@ evidence documents e of the input (c, m, e)). A real file holds ~1,000 documents
 
 Reading never raises for bad *content*: malformed lines are skipped and reported as
 ``StoreProblem(file, line, message)``; a claim without a file is ``missing``. Only a
-store path that is neither a directory nor a zip archive is a ``UserError``.
+store path that is neither a directory nor a zip archive (a FIFO, a device…), or two
+store files of the same claim (``007.json`` and ``7.json``), is a ``UserError``.
+
+Hostile files (issue 27) are problems of their claim, which goes on with what could be
+read: a claim file that is not a regular file (a FIFO would block forever, ``/dev/zero``
+never ends) is refused before a byte is read (line 0 = the whole file); a line longer
+than ``MAX_LINE_BYTES`` is skipped without being held in memory; reading stops after
+``MAX_FILE_BYTES``. A UTF-8 byte-order mark at the start of a line (the file's start, or
+files concatenated) is dropped. Claim indices are ASCII digits only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import stat
 import zipfile
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -23,11 +33,20 @@ from typing import IO, Any
 import orjson
 
 from sanctuary_local.errors import UserError
+from sanctuary_local.io.safe_io import NotRegularFile, open_regular
 from sanctuary_local.records import Document
 
-__all__ = ["StoreProblem", "StoreLoad", "KnowledgeStore"]
+__all__ = ["StoreProblem", "StoreLoad", "KnowledgeStore", "MAX_LINE_BYTES", "MAX_FILE_BYTES"]
 
-_MEMBER = re.compile(r"(?:^|/)(\d+)\.json$")
+#: Longest store line (one document) read, in bytes: a real page is well under 1 MiB; a
+#: longer line is skipped (a problem of its claim) and never held in memory whole.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+#: Most bytes read from one store file: a real file is ~100 MB (1,000 pages); reading
+#: stops here with a problem, so that no file (a zip bomb, a runaway crawl) can make the
+#: documents of one claim outgrow memory.
+MAX_FILE_BYTES = 256 * 1024 * 1024
+_BOM = b"\xef\xbb\xbf"
+_MEMBER = re.compile(r"(?:^|/)([0-9]+)\.json$")  # ASCII digits: int() would read other scripts' too
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +58,7 @@ class StoreProblem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.message}"
+        return f"{self.file}:{self.line}: {self.message}" if self.line else f"{self.file}: {self.message}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,22 +86,45 @@ class KnowledgeStore:
         if not self.path.exists():
             raise UserError(f"{self.path}: knowledge store not found (expected a directory of {{i}}.json files or a .zip)")
         if self.path.is_dir():
-            self._files = {int(m.group(1)): p.name for p in self.path.iterdir() if (m := _MEMBER.search(p.name)) and p.is_file()}
+            # Not only regular files: a FIFO or a link to a device named 7.json is claim 7's
+            # problem (reported when it is read), not a silently missing claim.
+            self._files = self._index(p.name for p in self.path.iterdir() if _MEMBER.search(p.name) and not p.is_dir())
             self._is_zip = False
-        elif zipfile.is_zipfile(self.path):
+        elif self._is_zipfile():
             self._is_zip = True
-            self._files = self._zip_members()
+            try:
+                names = self._archive().namelist()
+            except (zipfile.BadZipFile, OSError, EOFError) as exc:
+                raise UserError(f"{self.path}: damaged zip archive ({exc})") from None
+            self._files = self._index(n for n in names if not n.endswith("/") and "__MACOSX" not in n)
         else:
             raise UserError(f"{self.path}: not a knowledge store (neither a directory nor a zip archive)")
 
-    def _zip_members(self) -> dict[int, str]:
-        members: dict[int, str] = {}
-        # Sorted so that, should two folders hold the same index, the choice is stable.
-        for name in sorted(self._archive().namelist()):
-            m = _MEMBER.search(name)
-            if m and not name.endswith("/") and "__MACOSX" not in name:
-                members.setdefault(int(m.group(1)), name)
-        return members
+    def _is_zipfile(self) -> bool:
+        """Whether the store path is a zip archive; a FIFO or a device (never opened for
+        reading: it would block or never end) is a one-line ``UserError``."""
+        try:
+            with open_regular(self.path) as fh:
+                return zipfile.is_zipfile(fh)
+        except NotRegularFile as exc:
+            raise UserError(f"{self.path}: not a knowledge store: it is {exc.kind} "
+                            "(expected a directory of {i}.json files or a .zip)") from None
+        except OSError as exc:
+            raise UserError(f"{self.path}: cannot read the knowledge store: {exc.strerror or exc}") from None
+
+    def _index(self, names: Iterable[str]) -> dict[int, str]:
+        """Claim index → file name; two names of one index (``007.json`` and ``7.json``, or
+        two folders of a zip) are a ``UserError`` naming both: nothing says which is meant."""
+        files: dict[int, str] = {}
+        for name in sorted(names):
+            if (m := _MEMBER.search(name)) is None:
+                continue
+            index = int(m.group(1))
+            if index in files:
+                raise UserError(f"{self.path}: {files[index]} and {name} are both the store file of claim {index}; "
+                                "remove or rename one")
+            files[index] = name
+        return files
 
     def _archive(self) -> zipfile.ZipFile:
         if self._zip is None:
@@ -118,12 +160,17 @@ class KnowledgeStore:
             return 0
         if self._is_zip:
             return self._archive().getinfo(self._files[claim_index]).file_size
-        return (self.path / self._files[claim_index]).stat().st_size
+        try:
+            st = (self.path / self._files[claim_index]).stat()
+        except OSError:
+            return 0
+        return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
     def _open(self, claim_index: int) -> IO[bytes]:
+        """The claim's file; ``NotRegularFile`` for a FIFO/device (without blocking)."""
         if self._is_zip:
             return self._archive().open(self._files[claim_index])
-        return open(self.path / self._files[claim_index], "rb")
+        return open_regular(self.path / self._files[claim_index])
 
     # ----------------------------------------------------------------- reading
 
@@ -146,8 +193,20 @@ class KnowledgeStore:
         sink = problems if problems is not None else []
         name = self.file_name(claim_index)
         bad_utf8 = False
-        with self._open(claim_index) as fh:
-            for lineno, raw in enumerate(fh):
+        try:
+            fh = self._open(claim_index)
+        except NotRegularFile as exc:
+            sink.append(StoreProblem(name, 0, f"is {exc.kind}, not a regular file; not read"))
+            return
+        except OSError as exc:  # a dangling link, no permission…
+            sink.append(StoreProblem(name, 0, f"cannot be read: {exc.strerror or exc}"))
+            return
+        except _ZIP_MEMBER_ERRORS as exc:  # an encrypted member, an unknown compression
+            sink.append(StoreProblem(name, 0, f"cannot be read from the zip: {exc}"))
+            return
+        with fh:
+            lines = _guarded(_capped_lines(fh, name, sink), name, sink)
+            for lineno, raw in lines:
                 if not raw.strip():
                     continue  # blank lines (e.g. a trailing newline) are not documents
                 obj, text_ok = _parse_line(raw)
@@ -167,11 +226,64 @@ class KnowledgeStore:
             if not self.has(claim_index):
                 return "missing"
             h = hashlib.sha256()
-            with self._open(claim_index) as fh:
-                while block := fh.read(1 << 20):
-                    h.update(block)
+            try:
+                fh = self._open(claim_index)
+            except (OSError, UserError, *_ZIP_MEMBER_ERRORS):
+                return "unreadable"  # no documents: the same (empty) index as a missing file
+            with fh:  # documents come from the first MAX_FILE_BYTES only: hash no further
+                left = MAX_FILE_BYTES + 1
+                try:
+                    while left > 0 and (block := fh.read(min(1 << 20, left))):
+                        h.update(block)
+                        left -= len(block)
+                except _ZIP_MEMBER_ERRORS:
+                    h.update(b"\0damaged")  # what was read, then the damage: stable for the same bytes
             self._fingerprints[claim_index] = h.hexdigest()
         return self._fingerprints[claim_index]
+
+
+#: What reading a damaged or unsupported zip member raises: a bad CRC (BadZipFile), a
+#: corrupt deflate stream (zlib.error), a truncated member (EOFError), an encrypted member
+#: (RuntimeError: password required), an unknown compression (NotImplementedError).
+_ZIP_MEMBER_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError)
+
+
+def _guarded(lines: Iterator[tuple[int, bytes]], name: str, sink: list[StoreProblem]) -> Iterator[tuple[int, bytes]]:
+    """``lines`` until a damaged zip member stops them: a problem, and the documents already
+    read stay (issue 27: a bad CRC or an encrypted member is the claim's problem, not a crash)."""
+    last = 0
+    try:
+        for lineno, raw in lines:
+            last = lineno + 1
+            yield lineno, raw
+    except _ZIP_MEMBER_ERRORS as exc:
+        sink.append(StoreProblem(name, last + 1, f"damaged zip member ({exc}); the rest not read"))
+
+
+def _capped_lines(fh: IO[bytes], name: str, sink: list[StoreProblem]) -> Iterator[tuple[int, bytes]]:
+    """``(0-based line number, bytes)`` of each line, a leading BOM dropped. A line over
+    ``MAX_LINE_BYTES`` is skipped in 1 MiB pieces (never held whole) with a problem;
+    reading stops, with a problem, once the file passes ``MAX_FILE_BYTES``."""
+    line_cap, file_cap = MAX_LINE_BYTES, MAX_FILE_BYTES  # read once: a test may lower them
+    total, lineno = 0, -1
+    while raw := fh.readline(line_cap + 1):
+        lineno += 1
+        total += len(raw)
+        if len(raw) > line_cap and not raw.endswith(b"\n"):
+            raw = b""  # dropped now: only 1 MiB pieces of the rest are read
+            while (rest := fh.readline(1 << 20)) and total <= file_cap:
+                total += len(rest)
+                if rest.endswith(b"\n"):
+                    break
+            if total <= file_cap:
+                sink.append(StoreProblem(name, lineno + 1, f"line longer than {line_cap} bytes (the cap per "
+                                                           "document); skipped"))
+                continue
+        if total > file_cap:
+            sink.append(StoreProblem(name, lineno + 1, f"file longer than {file_cap} bytes (the cap per store file); "
+                                                       "this line and the rest not read"))
+            return
+        yield lineno, raw[3:] if raw.startswith(_BOM) else raw
 
 
 def _parse_line(raw: bytes) -> tuple[Any, bool]:

@@ -129,10 +129,11 @@ def load_calibration(name: str) -> Calibration:
 
 
 def save_calibration(cal: Calibration, path: Path) -> None:
+    """Written atomically (a planted symlink is replaced, never followed; the umask holds)."""
+    from sanctuary_local.io.safe_io import atomic_write_bytes
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(cal.to_dict(), indent=2) + "\n", "utf-8")
-    tmp.replace(path)
+    atomic_write_bytes(path, (json.dumps(cal.to_dict(), indent=2) + "\n").encode("utf-8"))
 
 
 # ------------------------------------------------------------------- fitting
