@@ -53,7 +53,13 @@ _INJECTION_PATTERNS = (
                re.IGNORECASE),
     re.compile(r"\b(?:answer|respond|reply|output|label|classify|mark|rate)\b[^.\n]{0,40}"
                r"\b(?:supported|refuted|not enough evidence|conflicting evidence)\b", re.IGNORECASE),
-    re.compile(r"^\s*>?\s*(?:label|verdict)\s*:", re.IGNORECASE | re.MULTILINE),
+    # A "Label:" line is the pipeline's own output format, whatever follows; a "Verdict:" /
+    # "Rating:" line is ordinary fact-check prose ("Verdict: False") unless it names one of
+    # the pipeline's labels.
+    re.compile(r"^\s*>?\s*label\s*:", re.IGNORECASE | re.MULTILINE),
+    re.compile(r"^\s*>?\s*(?:verdict|rating|ruling|final answer)\s*[:=\-\u2013\u2014]+\s*[*_\"'\u201c]*\s*"
+               r"(?:supported|refuted|not enough evidence|conflicting evidence|cherry-?picking)\b",
+               re.IGNORECASE | re.MULTILINE),
     re.compile(r"\b(?:system prompt|new instructions?|instructions? for the (?:ai|model|assistant))\b", re.IGNORECASE),
     re.compile(r"^\s*(?:question|evidence)\s*\d+(?:\.\d+)?\s*[:(]", re.IGNORECASE | re.MULTILINE),
     _SPECIAL,
@@ -160,7 +166,8 @@ def format_evidence(ev: ClaimEvidence, dropped: frozenset[Key] = frozenset()) ->
 
 def suspected_injection(ev: ClaimEvidence) -> list[str]:
     """``q.n`` numbers of snippets (and ``url:q.n`` of URLs) whose text holds
-    instruction-like patterns aimed at the model (see ``_INJECTION_PATTERNS``)."""
+    instruction-like patterns aimed at the model (see ``_INJECTION_PATTERNS``) or one
+    phrase repeated to flood the window (``_flooded``)."""
     hits = []
     for qi, qe in enumerate(ev.queries):
         for si, sn in enumerate(qe.snippets):
@@ -172,7 +179,24 @@ def suspected_injection(ev: ClaimEvidence) -> list[str]:
 
 
 def _matches(text: str) -> bool:
-    return any(rx.search(text) for rx in _INJECTION_PATTERNS)
+    return any(rx.search(text) for rx in _INJECTION_PATTERNS) or _flooded(text)
+
+
+#: Flooding: a run of ``FLOOD_NGRAM`` words (at least 3 of them distinct) occurring
+#: ``FLOOD_REPEATS`` times or more in one snippet — one sentence repeated to fill the window.
+FLOOD_NGRAM, FLOOD_REPEATS = 6, 5
+_WORD = re.compile(r"\w+")
+
+
+def _flooded(text: str) -> bool:
+    words = _WORD.findall(text.lower())
+    counts: dict[tuple[str, ...], int] = {}
+    for i in range(len(words) - FLOOD_NGRAM + 1):
+        gram = tuple(words[i:i + FLOOD_NGRAM])
+        n = counts[gram] = counts.get(gram, 0) + 1
+        if n >= FLOOD_REPEATS and len(set(gram)) >= 3:
+            return True
+    return False
 
 
 def keys_of(pairs: Iterable[Iterable[int]]) -> frozenset[Key]:
