@@ -29,7 +29,7 @@ from sanctuary_local.calibrate import load_fit_data, run_predictions  # noqa: E4
 from sanctuary_local.evaluation.labels import label_metrics  # noqa: E402
 from sanctuary_local.evaluation.meteor import averitec_hits  # noqa: E402
 from sanctuary_local.records import LABELS  # noqa: E402
-from sanctuary_local.stages.calibration import Calibration, fit, softmax  # noqa: E402
+from sanctuary_local.stages.calibration import Calibration, fit, fit_logistic, softmax  # noqa: E402
 
 DEFAULT_CLAIMS = REPO.parent / "shared" / "data" / "averitec" / "dev_part_a.json"
 VARIANTS = (  # (name, prior, temperature, l2)
@@ -39,6 +39,9 @@ VARIANTS = (  # (name, prior, temperature, l2)
     ("bias + temperature + prior, l2 0.01", True, True, 0.01),
     ("bias + temperature + prior, l2 0.1", True, True, 0.1),
     ("bias + temperature + prior, l2 1.0", True, True, 1.0),
+    ("logistic regression, scores + stage-1 label, C 0.3", "logistic", None, 0.3),
+    ("logistic regression, scores + stage-1 label, C 1.0", "logistic", None, 1.0),
+    ("logistic regression, scores + stage-1 label, C 3.0", "logistic", None, 3.0),
 )
 
 
@@ -93,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
             row("raw label scores (argmax)", gold, labels_of(tune.examples, None), qa)]
     fitted = {}
     for name, prior, temperature, l2 in VARIANTS:
-        def fit_on(examples: Any, prior: bool = prior, temperature: bool = temperature, l2: float = l2) -> Calibration:
+        def fit_on(examples: Any, prior: Any = prior, temperature: Any = temperature, l2: float = l2) -> Calibration:
+            if prior == "logistic":  # l2 holds C
+                return fit_logistic(examples, fit_data.model_sha256, fit_data.prompt_hash, c=l2)
             return fit(examples, fit_data.model_sha256, fit_data.prompt_hash, prior=prior, temperature=temperature, l2=l2)
 
         fitted[name] = fit_on(fit_data.examples).to_dict()

@@ -22,7 +22,7 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.io.claims import read_claims
 from sanctuary_local.records import LABELS, Prediction
 from sanctuary_local.runstate import STAGE_FILES, StageFile
-from sanctuary_local.stages.calibration import Calibration, FitExample, fit, model_sha256
+from sanctuary_local.stages.calibration import Calibration, FitExample, fit, fit_logistic, model_sha256
 from sanctuary_local.stages.verdict_prompt import config_prompt_hash
 
 
@@ -89,10 +89,17 @@ def load_fit_data(run_dir: Path, claims_path: Path, models_dir: str | Path = "mo
                    dict(skipped))
 
 
-def fit_from_run(run_dir: Path, claims_path: Path, models_dir: str | Path = "models", *, prior: bool = True,
-                 temperature: bool = True, l2: float = 0.1) -> tuple[Calibration, FitData]:
+def fit_from_run(run_dir: Path, claims_path: Path, models_dir: str | Path = "models", *, model: str = "logistic",
+                 prior: bool = True, temperature: bool = True, l2: float = 0.1,
+                 c: float = 1.0) -> tuple[Calibration, FitData]:
+    """``model``: ``"logistic"`` (``fit_logistic``, inverse L2 strength ``c``) or
+    ``"scaling"`` (``fit``: bias, optional temperature and stage-1 prior weight, ``l2``)."""
     data = load_fit_data(run_dir, claims_path, models_dir)
     info = {"run": str(run_dir), "claims": str(claims_path), "claim_indices": _spans(data.indices)}
+    if model == "logistic":
+        return fit_logistic(data.examples, data.model_sha256, data.prompt_hash, c=c, info=info), data
+    if model != "scaling":
+        raise UserError(f"calibration model must be 'logistic' or 'scaling', got {model!r}")
     return fit(data.examples, data.model_sha256, data.prompt_hash, prior=prior, temperature=temperature, l2=l2,
                info=info), data
 

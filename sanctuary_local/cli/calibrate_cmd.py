@@ -11,13 +11,17 @@ def calibrate(
     run_dir: Path = typer.Argument(..., help="The --out directory of a finished `run` made with verdict.mode = scored."),
     claims: Path = typer.Option(..., "--claims", help="The claims file of that run, with gold labels (AVeriTeC format)."),
     out: Path = typer.Option(..., "--out", help="Where the calibration JSON goes (refused if it is RUN_DIR's own files)."),
-    prior: bool = typer.Option(True, "--prior/--no-prior", help="Fit a weight for stage 1's provisional label."),
-    temperature: bool = typer.Option(True, "--temperature/--no-temperature", help="Fit a temperature (else 1)."),
-    l2: float = typer.Option(0.1, "--l2", min=0.0, help="L2 penalty on the biases and the prior weight."),
+    model: str = typer.Option("logistic", "--model", help="logistic: multinomial logistic regression on the label "
+                              "scores and stage 1's label (default); scaling: per-label bias, temperature, prior weight."),
+    c: float = typer.Option(1.0, "--C", min=1e-6, help="logistic: inverse L2 strength (scikit-learn's C)."),
+    prior: bool = typer.Option(True, "--prior/--no-prior", help="scaling: fit a weight for stage 1's provisional label."),
+    temperature: bool = typer.Option(True, "--temperature/--no-temperature", help="scaling: fit a temperature (else 1)."),
+    l2: float = typer.Option(0.1, "--l2", min=0.0, help="scaling: L2 penalty on the biases and the prior weight."),
     models_dir: str = typer.Option("models", "--models-dir", help="Where fetched models live (for the model's SHA-256)."),
 ) -> None:
-    """Fit a per-label bias (and a temperature and a stage-1 prior weight) on the raw label
-    scores of RUN_DIR against the gold labels in --claims, and write it keyed by the verdict
+    """Fit a label calibration (by default a multinomial logistic regression on the four
+    label scores and stage 1's label; --model scaling: a per-label bias, a temperature and a
+    stage-1 prior weight) on the raw label scores of RUN_DIR against the gold labels in --claims, and write it keyed by the verdict
     model's SHA-256 and the stage-3 prompt hash. Use it with `--set verdict.calibration=FILE`
     (or a profile's verdict.calibration); it is refused for any other model or prompt.
 
@@ -32,7 +36,9 @@ def calibrate(
 
     if out.resolve().parent == run_dir.resolve():
         raise UserError(f"--out {out}: write the calibration outside the run directory {run_dir}")
-    cal, data = fit_from_run(run_dir, claims, models_dir, prior=prior, temperature=temperature, l2=l2)
+    if model not in ("logistic", "scaling"):
+        raise UserError(f"--model must be logistic or scaling, got {model!r}")
+    cal, data = fit_from_run(run_dir, claims, models_dir, model=model, prior=prior, temperature=temperature, l2=l2, c=c)
     try:
         save_calibration(cal, out)
     except OSError as exc:
@@ -43,8 +49,9 @@ def calibrate(
     console.print(f"fitted on {len(data.examples)} claims ({cal.fit['claim_indices']})"
                   + (f"; left out: {skipped}" if skipped else ""), highlight=False, soft_wrap=True)
     bias = ", ".join(f"{lab} {b:+.3f}" for lab, b in zip(LABELS, cal.bias, strict=True))
-    console.print(f"temperature {cal.temperature:.3f}; bias {bias}; stage-1 prior weight {cal.prior_weight:.3f}",
-                  highlight=False, soft_wrap=True)
+    shown = (f"logistic (C={c:g}); bias {bias}" if cal.kind == "logistic" else
+             f"temperature {cal.temperature:.3f}; bias {bias}; stage-1 prior weight {cal.prior_weight:.3f}")
+    console.print(shown, highlight=False, soft_wrap=True)
     for name, r in (("raw", raw), ("calibrated", fitted)):
         console.print(f"  on the fit claims, {name}: accuracy {r['accuracy']:.3f}, macro-F1 {r['macro_f1']:.3f}, "
                       f"predicted {r['predicted']}", highlight=False, soft_wrap=True)

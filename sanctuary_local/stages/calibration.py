@@ -47,10 +47,24 @@ class Calibration:
     """Weight of stage 1's provisional label (0: not used)."""
     fit: dict[str, Any] = field(default_factory=dict)
     """How it was fitted: claims file, range, n, label counts, objective, loss."""
+    score_weights: tuple[tuple[float, ...], ...] = ()
+    """Logistic model only: ``W[c][k]``, label ``c``'s weight on the normalised score of label ``k``."""
+    prior_weights: tuple[tuple[float, ...], ...] = ()
+    """Logistic model only: ``V[c][k]``, label ``c``'s weight on "stage 1 said label ``k``"."""
+
+    @property
+    def kind(self) -> str:
+        """``"scaling"`` (temperature, bias, prior weight) or ``"logistic"`` (full weights)."""
+        return "logistic" if self.score_weights else "scaling"
 
     def logits(self, logprobs: Sequence[float], provisional: str | None) -> list[float]:
         """``z`` for one claim (see the module docstring); ``-inf`` scores stay ``-inf``."""
         norm = _log_softmax(list(logprobs))
+        if self.score_weights:
+            onehot = [1.0 if lab == provisional else 0.0 for lab in LABELS]
+            return [b + sum(w * x for w, x in zip(ws, norm, strict=True))
+                    + sum(v * x for v, x in zip(vs, onehot, strict=True))
+                    for b, ws, vs in zip(self.bias, self.score_weights, self.prior_weights, strict=True)]
         return [s / self.temperature + b + (self.prior_weight if lab == provisional else 0.0)
                 for s, b, lab in zip(norm, self.bias, LABELS, strict=True)]
 
@@ -60,6 +74,8 @@ class Calibration:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["bias"] = list(self.bias)
+        d["score_weights"] = [list(r) for r in self.score_weights]
+        d["prior_weights"] = [list(r) for r in self.prior_weights]
         d["labels"] = list(LABELS)
         return d
 
@@ -71,11 +87,15 @@ class Calibration:
             bias = tuple(float(x) for x in d["bias"])
             if len(bias) != len(LABELS):
                 raise ValueError(f"bias has {len(bias)} values, not {len(LABELS)}")
+            sw, pw = _matrix(d.get("score_weights")), _matrix(d.get("prior_weights"))
+            if bool(sw) != bool(pw):
+                raise ValueError("score_weights and prior_weights come together")
             cal = cls(str(d["model_sha256"]), str(d["prompt_hash"]), float(d["temperature"]), bias,
-                      float(d.get("prior_weight", 0.0)), dict(d.get("fit") or {}))
+                      float(d.get("prior_weight", 0.0)), dict(d.get("fit") or {}), sw, pw)
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(f"{where}: not a label calibration ({exc})") from None
-        if not cal.temperature > 0 or not all(math.isfinite(x) for x in (*bias, cal.prior_weight)):
+        weights = [x for row in (*cal.score_weights, *cal.prior_weights) for x in row]
+        if not cal.temperature > 0 or not all(math.isfinite(x) for x in (*bias, cal.prior_weight, *weights)):
             raise UserError(f"{where}: temperature must be > 0 and every weight finite")
         return cal
 
@@ -89,6 +109,16 @@ class Calibration:
             raise UserError(f"{where}: calibration was fitted for verdict prompt hash {self.prompt_hash}, the prompts "
                             f"now hash to {prompt_hash}; refit it with `sanctuary-local calibrate` or set "
                             f"verdict.calibration = \"\"")
+
+
+def _matrix(raw: Any) -> tuple[tuple[float, ...], ...]:
+    """A 4 x 4 weight matrix (labels x labels) from JSON; ``()`` when absent."""
+    if raw is None or raw == []:
+        return ()
+    m = tuple(tuple(float(x) for x in row) for row in raw)
+    if len(m) != len(LABELS) or any(len(row) != len(LABELS) for row in m):
+        raise ValueError(f"a weight matrix must be {len(LABELS)} x {len(LABELS)}")
+    return m
 
 
 def softmax(z: Sequence[float]) -> list[float]:
@@ -176,6 +206,39 @@ def fit(examples: Sequence[FitExample], model_sha256: str, prompt_hash: str, *, 
             "prior": prior, "temperature": temperature, **(info or {})}
     return Calibration(model_sha256, prompt_hash, round(1.0 / math.exp(p[0]), 4) if temperature else 1.0, tuple(round(float(x), 4) for x in p[1 : 1 + k]),
                        round(float(p[1 + k]), 4) if prior else 0.0, meta)
+
+
+def fit_logistic(examples: Sequence[FitExample], model_sha256: str, prompt_hash: str, *, c: float = 1.0,
+                 info: dict[str, Any] | None = None) -> Calibration:
+    """Multinomial logistic regression (scikit-learn, L2 with inverse strength ``c``) of
+    the gold label on the normalised label scores and stage 1's label (one-hot): the
+    "tiny model" variant. A label absent from the fit range gets a bias of -20 (never chosen)."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    if not examples:
+        raise UserError("calibration: no claims to fit on (are they scored and labelled?)")
+    k = len(LABELS)
+    x = np.array([_log_softmax(list(e.logprobs)) + [1.0 if e.provisional == lab else 0.0 for lab in LABELS]
+                  for e in examples])
+    y = np.array([LABELS.index(e.gold) for e in examples])
+    clf = LogisticRegression(C=c, max_iter=5000).fit(x, y)
+    coef, inter = np.zeros((k, 2 * k)), np.full(k, -20.0)
+    rows = clf.coef_ if len(clf.classes_) > 2 else np.vstack([-clf.coef_[0] / 2, clf.coef_[0] / 2])
+    icp = clf.intercept_ if len(clf.classes_) > 2 else np.array([-clf.intercept_[0] / 2, clf.intercept_[0] / 2])
+    for row, b, cls in zip(rows, icp, clf.classes_, strict=True):
+        coef[int(cls)], inter[int(cls)] = row, b
+    p = clf.predict_proba(x)
+    nll = float(-np.mean(np.log(np.maximum(p[np.arange(len(y)), np.searchsorted(clf.classes_, y)], 1e-12))))
+    counts = {lab: int((y == i).sum()) for i, lab in enumerate(LABELS)}
+    meta = {"n": len(examples), "gold_counts": counts, "model": "logistic", "objective": "nll+l2", "C": c,
+            "loss": round(nll, 4), **(info or {})}
+
+    def r(m: Any) -> tuple[tuple[float, ...], ...]:
+        return tuple(tuple(round(float(v), 4) for v in row) for row in m)
+
+    return Calibration(model_sha256, prompt_hash, 1.0, tuple(round(float(b), 4) for b in inter), 0.0, meta,
+                       r(coef[:, :k]), r(coef[:, k:]))
 
 
 # ------------------------------------------------------------------- identity
