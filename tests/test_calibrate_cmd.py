@@ -56,7 +56,11 @@ def test_calibrate_fits_a_run_and_the_profile_path_accepts_it(tmp_path: Path, ca
     cfg = load_config("cpu", {"verdict": {"mode": "scored", "calibration": str(out)}})
     assert cal.prompt_hash == config_prompt_hash(cfg.verdict)
     assert cal.model_sha256 == model_sha256(cfg.verdict.llm.model, cfg.models_dir)
-    assert cal.prior_weight > 0.5  # the informative stage-1 label is what the fit learned
+    # the default logistic model learned that the stage-1 label is what decides
+    assert cal.kind == "logistic" and cal.prior_weights[0][0] > cal.prior_weights[0][1]
+    scaling = tmp_path / "cal" / "scaling.json"
+    assert main(["calibrate", str(run), "--claims", str(claims), "--out", str(scaling), "--model", "scaling"]) == 0
+    assert load_calibration(str(scaling)).prior_weight > 0.5
     assert prepared_calibration(cfg.verdict, cfg.models_dir) == cal
     # The same file under another prompt (reasoning first) is refused, never applied silently.
     other = load_config("cpu", {"verdict": {"mode": "scored", "reasoning_tokens": 64, "calibration": str(out)}})

@@ -15,7 +15,7 @@ from sanctuary_local.config import VerdictConfig
 from sanctuary_local.errors import UserError
 from sanctuary_local.records import LABELS
 from sanctuary_local.stages.calibration import (
-    Calibration, FitExample, fit, load_calibration, model_sha256, prepared_calibration, save_calibration,
+    Calibration, FitExample, fit, fit_logistic, load_calibration, model_sha256, prepared_calibration, save_calibration,
 )
 from sanctuary_local.stages.verdict_prompt import config_prompt_hash
 
@@ -164,3 +164,30 @@ def test_prepared_calibration_only_in_scored_mode(tmp_path):
     with pytest.raises(UserError) as exc:
         prepared_calibration(cfg)
     assert sha[:16] in str(exc.value) and model_sha256(cfg.llm.model)[:16] in str(exc.value)
+
+
+def test_logistic_calibration_uses_both_the_scores_and_the_stage_one_label(tmp_path):
+    """The logistic model (the cpu default) undoes the bias of the scores and learns to trust
+    an informative stage-1 label; it survives a save/load round trip, and a weight matrix of
+    the wrong shape is refused."""
+    train = synthetic(200, seed=5, provisional_right=0.6)
+    test = synthetic(400, seed=6, provisional_right=0.6)
+    cal = fit_logistic(train, SHA_A, "h", c=1.0)
+    assert cal.kind == "logistic" and len(cal.score_weights) == 4 and len(cal.prior_weights) == 4
+    scaling = fit(train, SHA_A, "h", prior=False)
+    assert accuracy(test, cal) > accuracy(test, None) + 0.1
+    assert accuracy(test, cal) > accuracy(test, scaling)  # the stage-1 label adds what the scores lack
+    path = tmp_path / "cal.json"
+    save_calibration(cal, path)
+    assert load_calibration(str(path)) == cal
+    bad = json.loads(path.read_text("utf-8"))
+    bad["score_weights"] = bad["score_weights"][:3]
+    path.write_text(json.dumps(bad), "utf-8")
+    with pytest.raises(UserError, match="4 x 4"):
+        load_calibration(str(path))
+
+
+def test_logistic_calibration_never_picks_a_label_absent_from_the_fit():
+    train = [e for e in synthetic(120, seed=7, provisional_right=0.7) if e.gold != LABELS[2]]
+    cal = fit_logistic(train, SHA_A, "h")
+    assert LABELS[2] not in set(predicted(synthetic(200, seed=8, provisional_right=0.7), cal))
