@@ -163,9 +163,10 @@ class VLLMBackend:
 
     def score(self, requests: list[ScoreRequest]) -> list[ScoreResult]:
         """Every candidate appended to its prompt's token ids and run as one prompt with
-        ``prompt_logprobs`` (one ``generate`` call for all; prefix caching shares each
-        prompt's KV cache between its candidates); a candidate's log-probability is the
-        sum over its own tokens. Never raises."""
+        ``prompt_logprobs`` (one ``generate`` call for all, batched by the engine; vLLM V1
+        does not read the prefix cache for requests that ask for prompt log-probabilities,
+        so each of the four is a full prefill); a candidate's log-probability is the sum
+        over its own tokens. Never raises."""
         from vllm import SamplingParams
 
         if not requests:
