@@ -309,9 +309,13 @@ def _claim_docs(ks: KnowledgeStore | None, why_not: str, claim_index: int) -> tu
     if not ks.has(claim_index):
         return None, f"{ks.file_name(claim_index)}: not in the knowledge store"
     try:
-        return {d.position: d.text for d in ks.load(claim_index).documents}, ""
+        load = ks.load(claim_index)
     except (OSError, zipfile.BadZipFile) as exc:  # unreadable file or damaged archive: the page says so
         return None, f"{ks.file_name(claim_index)}: cannot be read: {exc}"
+    damaged = [p for p in load.problems if "zip" in p.message or p.line == 0]
+    if damaged:  # a damaged, encrypted or unreadable member: its text cannot be trusted whole
+        return None, "; ".join(str(p) for p in damaged)
+    return {d.position: d.text for d in load.documents}, ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -214,13 +214,30 @@ def _bad_central_directory(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("damage", [_bad_crc, _encrypted, _bad_central_directory])
-def test_inspect_damaged_zip_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], damage) -> None:  # type: ignore[no-untyped-def]
+def test_inspect_unreadable_zip_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A damaged central directory: the archive cannot be listed at all, one line, exit 2."""
     store = _store_zip(tmp_path / "store.zip")
-    damage(store)
+    _bad_central_directory(store)
     out = tmp_path / "out" / "r.json"
     _refused(["inspect", "--store", str(store), "--json", str(out)], capsys, str(store))
     assert not out.parent.exists()
+
+
+@pytest.mark.parametrize("damage", [_bad_crc, _encrypted])
+def test_inspect_reports_a_damaged_zip_member_as_that_claims_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                    damage) -> None:  # type: ignore[no-untyped-def]
+    """A member with a bad CRC or encryption is the claim's problem (as in `run`: the claim
+    goes on flagged): inspect names the member and the damage, no traceback, the other
+    claim reads clean."""
+    store = _store_zip(tmp_path / "store.zip")
+    damage(store)
+    out = tmp_path / "r.json"
+    rc = main(["inspect", "--store", str(store), "--json", str(out)])
+    captured = capsys.readouterr()
+    text = captured.out + captured.err
+    assert rc == 0 and "Traceback" not in text, text
+    report = out.read_text("utf-8")
+    assert "store/0.json" in report and ("CRC" in report or "encrypted" in report or "password" in report), report
 
 
 # --------------------------------------------------- defect 6: whitespace in foreign evidence

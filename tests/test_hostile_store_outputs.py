@@ -111,7 +111,9 @@ except Exception as exc:
     kind = "UserError" if isinstance(exc, UserError) else type(exc).__name__
     out = {{"ok": False, "kind": kind, "message": str(exc)}}
 out["seconds"] = time.monotonic() - t0
-out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM, this process's own peak: ru_maxrss keeps the forking parent's peak across exec,
+# so a big pytest process (models loaded by earlier tests) would count against the child.
+out["maxrss_mb"] = [int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")][0] / 1024
 print(json.dumps(out))
 """
 
