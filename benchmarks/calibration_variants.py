@@ -25,11 +25,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sanctuary_local.calibrate import load_fit_data, run_predictions  # noqa: E402
+from sanctuary_local.calibrate import load_fit_data, predicted_labels, run_predictions  # noqa: E402
 from sanctuary_local.evaluation.labels import label_metrics  # noqa: E402
 from sanctuary_local.evaluation.meteor import averitec_hits  # noqa: E402
 from sanctuary_local.records import LABELS  # noqa: E402
-from sanctuary_local.stages.calibration import Calibration, fit, fit_logistic, softmax  # noqa: E402
+from sanctuary_local.stages.calibration import Calibration, fit, fit_logistic  # noqa: E402
 
 DEFAULT_CLAIMS = REPO.parent / "shared" / "data" / "averitec" / "dev_part_a.json"
 VARIANTS = (  # (name, prior, temperature, l2)
@@ -66,11 +66,7 @@ def row(name: str, gold: list[str], pred: list[str], qa: list[float]) -> dict[st
 
 
 def labels_of(examples: Any, cal: Calibration | None) -> list[str]:
-    out = []
-    for e in examples:
-        p = cal.probabilities(e.logprobs, e.provisional) if cal is not None else softmax(e.logprobs)
-        out.append(LABELS[max(range(len(LABELS)), key=lambda i: p[i])])
-    return out
+    return predicted_labels(examples, cal)
 
 
 def main(argv: list[str] | None = None) -> int:

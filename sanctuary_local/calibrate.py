@@ -104,24 +104,25 @@ def fit_from_run(run_dir: Path, claims_path: Path, models_dir: str | Path = "mod
                info=info), data
 
 
-def accuracy_and_f1(examples: tuple[FitExample, ...], cal: Calibration | None) -> dict[str, Any]:
-    """Label accuracy, macro-F1 and predicted-label counts of raw (``cal`` None) or
-    calibrated argmax labels on ``examples``."""
+def predicted_labels(examples: tuple[FitExample, ...] | list[FitExample], cal: Calibration | None) -> list[str]:
+    """The argmax label of each example: raw scores (``cal`` None) or calibrated."""
     from sanctuary_local.stages.calibration import softmax
 
-    pred = []
+    out = []
     for e in examples:
         p = cal.probabilities(e.logprobs, e.provisional) if cal is not None else softmax(e.logprobs)
-        pred.append(LABELS[max(range(len(LABELS)), key=lambda i: p[i])])
-    gold = [e.gold for e in examples]
-    f1s = []
-    for lab in LABELS:
-        tp = sum(1 for g, q in zip(gold, pred, strict=True) if g == q == lab)
-        fp = sum(1 for g, q in zip(gold, pred, strict=True) if q == lab and g != lab)
-        fn = sum(1 for g, q in zip(gold, pred, strict=True) if g == lab and q != lab)
-        f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
-    return {"accuracy": sum(g == q for g, q in zip(gold, pred, strict=True)) / len(gold),
-            "macro_f1": sum(f1s) / len(f1s), "predicted": dict(Counter(pred))}
+        out.append(LABELS[max(range(len(LABELS)), key=lambda i: p[i])])
+    return out
+
+
+def accuracy_and_f1(examples: tuple[FitExample, ...], cal: Calibration | None) -> dict[str, Any]:
+    """Label accuracy, macro-F1 (``evaluation.labels``) and predicted-label counts of raw
+    (``cal`` None) or calibrated argmax labels on ``examples``."""
+    from sanctuary_local.evaluation.labels import label_metrics
+
+    pred = predicted_labels(examples, cal)
+    m = label_metrics([e.gold for e in examples], pred)
+    return {"accuracy": m.accuracy, "macro_f1": m.macro_f1, "predicted": dict(Counter(pred))}
 
 
 def _spans(indices: tuple[int, ...]) -> str:
