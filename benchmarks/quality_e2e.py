@@ -49,7 +49,7 @@ RESULTS = REPO / "benchmarks" / "results"
 #: Flags whose rate the table reports (a claim counts once per flag).
 RATE_FLAGS = ("hyde_claim_fallback", "hyde_repaired", "hyde_line_fallback", "verdict_label_inferred",
               "verdict_label_fallback", "verdict_truncated", "verdict_trimmed", "evidence_placeholder",
-              "verdict_scored", "verdict_text_parsed", "suspected_injection")
+              "verdict_scored", "verdict_text_parsed", "verdict_stance", "verdict_stance_failed", "suspected_injection")
 MAJORITY = "Refuted"
 
 

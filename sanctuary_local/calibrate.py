@@ -1,7 +1,9 @@
 """Fit stage 3's label calibration from a finished scored run (``sanctuary-local calibrate``).
 
 A run made with ``verdict.mode = "scored"`` records, per claim, the raw log-probabilities
-of the four labels (``meta.label_scores.logprobs``) and stage 1's provisional label. With
+of the four labels (``meta.label_scores.logprobs``) and stage 1's provisional label; one
+made with ``verdict.mode = "stance"`` records the stance features of its passages
+(``meta.stance.features``) instead of label scores. With
 the gold labels of the same claims, ``fit_from_run`` fits a ``Calibration``
 (``stages/calibration.py``) keyed by the run's verdict model SHA-256 and stage-3 prompt
 hash, so a profile can load it and have it refused for any other model or prompt.
@@ -59,9 +61,10 @@ def run_predictions(run_dir: Path) -> dict[int, Prediction]:
 def load_fit_data(run_dir: Path, claims_path: Path, models_dir: str | Path = "models") -> FitData:
     """The run's scored predictions paired with the gold labels of ``claims_path``."""
     cfg = run_config(run_dir)
-    if cfg.verdict.mode != "scored":
+    if cfg.verdict.mode not in ("scored", "stance"):
         raise UserError(f"{run_dir}: the run used verdict.mode = '{cfg.verdict.mode}'; a calibration is fitted on "
-                        f"label scores: rerun with --set verdict.mode=scored")
+                        f"label scores or stances: rerun with --set verdict.mode=scored (or stance)")
+    stance_mode = cfg.verdict.mode == "stance"
     claims = {c.index: c for c in read_claims(claims_path)}
     preds = run_predictions(run_dir)
     prompt = config_prompt_hash(cfg.verdict)
@@ -75,18 +78,33 @@ def load_fit_data(run_dir: Path, claims_path: Path, models_dir: str | Path = "mo
         if p.meta.get("verdict_prompt_hash") not in (None, prompt):
             raise UserError(f"{run_dir}: claim {idx} was scored with prompt hash {p.meta.get('verdict_prompt_hash')}, "
                             f"not the run config's {prompt}")
-        if not scores or len(scores) != len(LABELS):
+        stance = _stance_features(p) if stance_mode else ()
+        if stance_mode and stance is None:
+            skipped["no stance scores"] += 1
+            continue
+        if not stance_mode and (not scores or len(scores) != len(LABELS)):
             skipped["no label scores"] += 1
             continue
         if c.gold_label not in LABELS:
             skipped["no gold label"] += 1
             continue
-        examples.append(FitExample(tuple(float(x) for x in scores), p.provisional_label, c.gold_label))
+        logprobs = () if stance_mode else tuple(float(x) for x in scores)
+        examples.append(FitExample(logprobs, p.provisional_label, c.gold_label, stance or ()))
         indices.append(idx)
     if not examples:
         raise UserError(f"{run_dir}: no claim has both label scores and a gold label in {claims_path}")
     return FitData(tuple(examples), tuple(indices), model_sha256(cfg.verdict.llm.model, models_dir), prompt,
                    dict(skipped))
+
+
+def _stance_features(p: Prediction) -> tuple[float, ...] | None:
+    """The stance features a stance-mode prediction recorded (``meta.stance.features``)."""
+    from sanctuary_local.stages.stance import STANCE_FEATURES
+
+    feats = (p.meta.get("stance") or {}).get("features")
+    if not isinstance(feats, dict) or any(not isinstance(feats.get(k), (int, float)) for k in STANCE_FEATURES):
+        return None
+    return tuple(float(feats[k]) for k in STANCE_FEATURES)
 
 
 def fit_from_run(run_dir: Path, claims_path: Path, models_dir: str | Path = "models", *, model: str = "logistic",
@@ -108,9 +126,14 @@ def predicted_labels(examples: tuple[FitExample, ...] | list[FitExample], cal: C
     """The argmax label of each example: raw scores (``cal`` None) or calibrated."""
     from sanctuary_local.stages.calibration import softmax
 
+    from sanctuary_local.stages.stance import stance_rule
+
     out = []
     for e in examples:
-        p = cal.probabilities(e.logprobs, e.provisional) if cal is not None else softmax(e.logprobs)
+        if cal is not None:
+            p = cal.probabilities(e.logprobs, e.provisional, e.stance)
+        else:
+            p = softmax(e.logprobs) if e.logprobs else stance_rule(e.stance)
         out.append(LABELS[max(range(len(LABELS)), key=lambda i: p[i])])
     return out
 

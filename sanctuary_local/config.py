@@ -228,7 +228,10 @@ class VerdictConfig:
     ``Label:`` line is parsed (the paper's Appendix B path). "scored": the four label
     strings are scored as the model's answer by log-probability and the best one by
     calibrated score wins (issue 26); text is parsed only where the backend returns no
-    log-probabilities (flag ``verdict_text_parsed``)."""
+    log-probabilities (flag ``verdict_text_parsed``). "stance": each retrieved passage is
+    judged on its own (support / refute / neither, scored by log-probability) and the
+    calibration turns the aggregated stances and stage 1's label into the label
+    (``stages/stance.py``)."""
     scored_prompt: str = "verdict_scored.txt"
     """scored mode: the prompt whose answer is the label (no reasoning asked)."""
     scored_label_prompt: str = "verdict_scored_label.txt"
@@ -237,8 +240,14 @@ class VerdictConfig:
     reasoning_tokens: int = 0
     """scored mode: 0 scores the labels straight after the evidence; N > 0 first lets the
     model reason (``prompt``, at most N tokens), then scores the labels as its answer."""
+    stance_prompt: str = "verdict_stance.txt"
+    """stance mode: the prompt that asks for one passage's stance towards the claim."""
+    stance_passages: int = 8
+    """stance mode: the most distinct passages judged per claim (every question's best first)."""
+    stance_words: int = 120
+    """stance mode: the longest passage shown, in words (longer ones are cut, shown cut)."""
     calibration: str = ""
-    """scored mode: a calibration file (``sanctuary-local calibrate``) or the name of one
+    """scored and stance modes: a calibration file (``sanctuary-local calibrate``) or the name of one
     in sanctuary_local/data/calibration; "" uses the raw scores. Refused when it was
     fitted for another model or prompt."""
     prompt: str = "verdict.txt"
@@ -363,12 +372,15 @@ def validate(cfg: Config) -> None:
         (not (cfg.decompose.enabled and cfg.verdict.citations),
          "decompose.enabled and verdict.citations cannot be combined yet (each has its own verdict prompt)"),
         (0.0 <= r.trust_default <= 1.0, "retrieval.trust_default must be in [0, 1]"),
-        (cfg.verdict.mode in ("paper", "scored"), f"verdict.mode must be 'paper' or 'scored', got {cfg.verdict.mode!r}"),
+        (cfg.verdict.mode in ("paper", "scored", "stance"),
+         f"verdict.mode must be 'paper', 'scored' or 'stance', got {cfg.verdict.mode!r}"),
+        (cfg.verdict.stance_passages >= 1, f"verdict.stance_passages must be >= 1, got {cfg.verdict.stance_passages}"),
+        (cfg.verdict.stance_words >= 8, f"verdict.stance_words must be >= 8, got {cfg.verdict.stance_words}"),
         (isinstance(cfg.verdict.reasoning_tokens, int) and not isinstance(cfg.verdict.reasoning_tokens, bool)
          and cfg.verdict.reasoning_tokens >= 0,
          "verdict.reasoning_tokens must be an integer >= 0"),
         (cfg.verdict.mode == "paper" or not (cfg.verdict.citations or cfg.decompose.enabled),
-         "verdict.mode = 'scored' cannot be combined with verdict.citations or decompose.enabled yet (they parse "
+         f"verdict.mode = '{cfg.verdict.mode}' cannot be combined with verdict.citations or decompose.enabled yet (they parse "
          "the label from text): use verdict.mode = 'paper'"),
     ]
     for ok, msg in checks:

@@ -66,6 +66,8 @@ FLAG_TEXT: dict[str, str] = {
     "verdict_trimmed": "the evidence did not fit the model's context; the lowest-scored snippets were left out of the prompt",
     "verdict_scored": "the label was chosen from the model's scores for the four labels",
     "verdict_scored_first_token": "the label scores compare the labels' first tokens only",
+    "verdict_stance": "the label was chosen from the model's scored stance towards each passage, judged one by one",
+    "verdict_stance_failed": "no passage could be judged (the model returned no scores): the label rests on stage 1 alone",
     "verdict_text_parsed": "no label scores were available; the label was read from the verdict's text",
     "suspected_injection": "evidence contains instruction-like text aimed at the model; the verdict may have been targeted",
     "citations_reasked": "the verdict's citations failed the check and it was asked once more",

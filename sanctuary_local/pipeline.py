@@ -50,7 +50,7 @@ R = TypeVar("R")
 #: flagged on its own, and every query falling below the threshold is not a failure.
 DEGRADING = (
     "store_missing", "store_problems", "no_documents", "retrieval_error",
-    "hyde_llm_error", "hyde_claim_fallback", "verdict_llm_error", "verdict_label_fallback",
+    "hyde_llm_error", "hyde_claim_fallback", "verdict_llm_error", "verdict_label_fallback", "verdict_stance_failed",
 )
 
 

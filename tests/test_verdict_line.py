@@ -319,7 +319,7 @@ def test_scored_justification_counts_what_the_model_saw():
 
 
 def test_config_validation_refuses_a_bogus_mode():
-    with pytest.raises(UserError, match=r"verdict\.mode must be 'paper' or 'scored', got 'bogus'"):
+    with pytest.raises(UserError, match=r"verdict\.mode must be 'paper', 'scored' or 'stance', got 'bogus'"):
         load_config("cpu-fast", {"verdict": {"mode": "bogus"}})
     with pytest.raises(UserError, match="verdict.mode = 'scored' cannot be combined"):
         load_config("cpu-fast", {"verdict": {"mode": "scored", "citations": True}})

@@ -11,6 +11,12 @@ neural networks"; the per-class bias is the "vector scaling" variant without the
 diagonal terms) plus stage 1's provisional label as a prior with weight ``w``. The label
 is ``argmax z``; ``softmax z`` are the probabilities recorded in the prediction.
 
+The logistic kind is a multinomial logistic regression over whichever features the mode
+gives: the normalised label scores (scored mode), the stance features of the passages
+judged one by one (stance mode, ``stages/stance.py``), and stage 1's label one-hot:
+
+    z_c = b_c + W_c · log_softmax(s) + U_c · stance + V_c · onehot(stage-1 label)
+
 ``fit`` minimises the multinomial negative log-likelihood (L2-regularised, so 50 claims
 cannot push a bias to infinity) with scipy on a fit range that tuning never touches (dev
 claims 100–149). The fitted record is a JSON data file keyed by the verdict model's
@@ -51,31 +57,46 @@ class Calibration:
     """Logistic model only: ``W[c][k]``, label ``c``'s weight on the normalised score of label ``k``."""
     prior_weights: tuple[tuple[float, ...], ...] = ()
     """Logistic model only: ``V[c][k]``, label ``c``'s weight on "stage 1 said label ``k``"."""
+    stance_weights: tuple[tuple[float, ...], ...] = ()
+    """Logistic model over stances only: ``U[c][j]``, label ``c``'s weight on stance feature ``j``."""
 
     @property
     def kind(self) -> str:
         """``"scaling"`` (temperature, bias, prior weight) or ``"logistic"`` (full weights)."""
-        return "logistic" if self.score_weights else "scaling"
+        return "logistic" if self.prior_weights else "scaling"
 
-    def logits(self, logprobs: Sequence[float], provisional: str | None) -> list[float]:
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """What it reads: ``"labels"`` (label scores), ``"stance"``, ``"stage1"``."""
+        if self.kind == "scaling":
+            return ("labels", "stage1")
+        return (*(("labels",) if self.score_weights else ()), *(("stance",) if self.stance_weights else ()), "stage1")
+
+    def logits(self, logprobs: Sequence[float], provisional: str | None, stance: Sequence[float] = ()) -> list[float]:
         """``z`` for one claim (see the module docstring); ``-inf`` scores stay ``-inf``."""
-        norm = _log_softmax(list(logprobs))
-        if self.score_weights:
+        if self.kind == "logistic":
             onehot = [1.0 if lab == provisional else 0.0 for lab in LABELS]
-            return [b + sum(w * x for w, x in zip(ws, norm, strict=True))
-                    + sum(v * x for v, x in zip(vs, onehot, strict=True))
-                    for b, ws, vs in zip(self.bias, self.score_weights, self.prior_weights, strict=True)]
+            z = [b + _dot(vs, onehot) for b, vs in zip(self.bias, self.prior_weights, strict=True)]
+            if self.score_weights:
+                norm = _log_softmax(list(logprobs))
+                z = [x + _dot(ws, norm) for x, ws in zip(z, self.score_weights, strict=True)]
+            if self.stance_weights:
+                z = [x + _dot(us, stance) for x, us in zip(z, self.stance_weights, strict=True)]
+            return z
+        norm = _log_softmax(list(logprobs))
         return [s / self.temperature + b + (self.prior_weight if lab == provisional else 0.0)
                 for s, b, lab in zip(norm, self.bias, LABELS, strict=True)]
 
-    def probabilities(self, logprobs: Sequence[float], provisional: str | None) -> list[float]:
-        return softmax(self.logits(logprobs, provisional))
+    def probabilities(self, logprobs: Sequence[float], provisional: str | None,
+                      stance: Sequence[float] = ()) -> list[float]:
+        return softmax(self.logits(logprobs, provisional, stance))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["bias"] = list(self.bias)
         d["score_weights"] = [list(r) for r in self.score_weights]
         d["prior_weights"] = [list(r) for r in self.prior_weights]
+        d["stance_weights"] = [list(r) for r in self.stance_weights]
         d["labels"] = list(LABELS)
         return d
 
@@ -88,13 +109,14 @@ class Calibration:
             if len(bias) != len(LABELS):
                 raise ValueError(f"bias has {len(bias)} values, not {len(LABELS)}")
             sw, pw = _matrix(d.get("score_weights")), _matrix(d.get("prior_weights"))
-            if bool(sw) != bool(pw):
-                raise ValueError("score_weights and prior_weights come together")
+            uw = _matrix(d.get("stance_weights"), square=False)
+            if (sw or uw) and not pw or pw and not (sw or uw):
+                raise ValueError("prior_weights come with score_weights or stance_weights")
             cal = cls(str(d["model_sha256"]), str(d["prompt_hash"]), float(d["temperature"]), bias,
-                      float(d.get("prior_weight", 0.0)), dict(d.get("fit") or {}), sw, pw)
+                      float(d.get("prior_weight", 0.0)), dict(d.get("fit") or {}), sw, pw, uw)
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(f"{where}: not a label calibration ({exc})") from None
-        weights = [x for row in (*cal.score_weights, *cal.prior_weights) for x in row]
+        weights = [x for row in (*cal.score_weights, *cal.prior_weights, *cal.stance_weights) for x in row]
         if not cal.temperature > 0 or not all(math.isfinite(x) for x in (*bias, cal.prior_weight, *weights)):
             raise UserError(f"{where}: temperature must be > 0 and every weight finite")
         return cal
@@ -111,14 +133,22 @@ class Calibration:
                             f"verdict.calibration = \"\"")
 
 
-def _matrix(raw: Any) -> tuple[tuple[float, ...], ...]:
-    """A 4 x 4 weight matrix (labels x labels) from JSON; ``()`` when absent."""
+def _matrix(raw: Any, square: bool = True) -> tuple[tuple[float, ...], ...]:
+    """A 4 x 4 weight matrix (labels x labels; ``square=False``: 4 x n, n >= 1) from JSON;
+    ``()`` when absent."""
     if raw is None or raw == []:
         return ()
     m = tuple(tuple(float(x) for x in row) for row in raw)
-    if len(m) != len(LABELS) or any(len(row) != len(LABELS) for row in m):
-        raise ValueError(f"a weight matrix must be {len(LABELS)} x {len(LABELS)}")
+    cols = len(LABELS) if square else len(m[0]) if m else 0
+    if len(m) != len(LABELS) or cols < 1 or any(len(row) != cols for row in m):
+        raise ValueError(f"a weight matrix must be {len(LABELS)} x {len(LABELS) if square else 'n'}")
     return m
+
+
+def _dot(w: Sequence[float], x: Sequence[float]) -> float:
+    if len(w) != len(x):
+        raise ValueError(f"calibration weights for {len(w)} inputs, the claim has {len(x)}")
+    return sum(a * b for a, b in zip(w, x, strict=True))
 
 
 def softmax(z: Sequence[float]) -> list[float]:
@@ -172,8 +202,11 @@ class FitExample:
     """One claim of the fit range: its raw label scores, stage-1 label and gold label."""
 
     logprobs: tuple[float, ...]
+    """Raw label log-probabilities (scored mode); ``()`` in stance mode."""
     provisional: str | None
     gold: str
+    stance: tuple[float, ...] = ()
+    """Stance features (stance mode, ``stages/stance.py``); ``()`` in scored mode."""
 
 
 def fit(examples: Sequence[FitExample], model_sha256: str, prompt_hash: str, *, prior: bool = True,
@@ -211,19 +244,23 @@ def fit(examples: Sequence[FitExample], model_sha256: str, prompt_hash: str, *, 
 def fit_logistic(examples: Sequence[FitExample], model_sha256: str, prompt_hash: str, *, c: float = 1.0,
                  info: dict[str, Any] | None = None) -> Calibration:
     """Multinomial logistic regression (scikit-learn, L2 with inverse strength ``c``) of
-    the gold label on the normalised label scores and stage 1's label (one-hot): the
-    "tiny model" variant. A label absent from the fit range gets a bias of -20 (never chosen)."""
+    the gold label on the normalised label scores (or the stance features) and stage 1's
+    label (one-hot): the "tiny model" variant. A label absent from the fit range gets a bias of -20 (never chosen)."""
     import numpy as np
     from sklearn.linear_model import LogisticRegression
 
     if not examples:
         raise UserError("calibration: no claims to fit on (are they scored and labelled?)")
     k = len(LABELS)
-    x = np.array([_log_softmax(list(e.logprobs)) + [1.0 if e.provisional == lab else 0.0 for lab in LABELS]
-                  for e in examples])
+    labels, n_stance = bool(examples[0].logprobs), len(examples[0].stance)
+    if any(bool(e.logprobs) != labels or len(e.stance) != n_stance for e in examples):
+        raise UserError("calibration: the claims do not all have the same inputs (label scores, stance features)")
+    x = np.array([(_log_softmax(list(e.logprobs)) if labels else []) + list(e.stance)
+                  + [1.0 if e.provisional == lab else 0.0 for lab in LABELS] for e in examples])
     y = np.array([LABELS.index(e.gold) for e in examples])
     clf = LogisticRegression(C=c, max_iter=5000).fit(x, y)
-    coef, inter = np.zeros((k, 2 * k)), np.full(k, -20.0)
+    width = (k if labels else 0) + n_stance
+    coef, inter = np.zeros((k, width + k)), np.full(k, -20.0)
     rows = clf.coef_ if len(clf.classes_) > 2 else np.vstack([-clf.coef_[0] / 2, clf.coef_[0] / 2])
     icp = clf.intercept_ if len(clf.classes_) > 2 else np.array([-clf.intercept_[0] / 2, clf.intercept_[0] / 2])
     for row, b, cls in zip(rows, icp, clf.classes_, strict=True):
@@ -231,14 +268,17 @@ def fit_logistic(examples: Sequence[FitExample], model_sha256: str, prompt_hash:
     p = clf.predict_proba(x)
     nll = float(-np.mean(np.log(np.maximum(p[np.arange(len(y)), np.searchsorted(clf.classes_, y)], 1e-12))))
     counts = {lab: int((y == i).sum()) for i, lab in enumerate(LABELS)}
-    meta = {"n": len(examples), "gold_counts": counts, "model": "logistic", "objective": "nll+l2", "C": c,
+    inputs = [*(["labels"] if labels else []), *(["stance"] if n_stance else []), "stage1"]
+    meta = {"n": len(examples), "gold_counts": counts, "model": "logistic", "inputs": inputs, "objective": "nll+l2", "C": c,
             "loss": round(nll, 4), **(info or {})}
 
     def r(m: Any) -> tuple[tuple[float, ...], ...]:
         return tuple(tuple(round(float(v), 4) for v in row) for row in m)
 
+    sw = r(coef[:, :k]) if labels else ()
+    uw = r(coef[:, width - n_stance:width]) if n_stance else ()
     return Calibration(model_sha256, prompt_hash, 1.0, tuple(round(float(b), 4) for b in inter), 0.0, meta,
-                       r(coef[:, :k]), r(coef[:, k:]))
+                       sw, r(coef[:, width:]), uw)
 
 
 # ------------------------------------------------------------------- identity
@@ -274,7 +314,7 @@ def model_sha256(model: str, models_dir: str | Path = "models") -> str:
 def prepared_calibration(cfg: Any, models_dir: str | Path = "models") -> Calibration | None:
     """The calibration a config's stage 3 uses, checked against its model and prompts
     (None in paper mode or without one). ``cfg`` is the ``VerdictConfig``."""
-    if cfg.mode != "scored" or not cfg.calibration:
+    if cfg.mode not in ("scored", "stance") or not cfg.calibration:
         return None
     from sanctuary_local.stages.verdict_prompt import config_prompt_hash
 

@@ -7,7 +7,8 @@ reasoning, as the answer to ``verdict_scored_label.txt``. Nothing is parsed: the
 cannot come from quoted page text, only from the model's scores.
 
 ``choose_label`` applies the calibration (``stages/calibration.py``; raw scores when
-none is configured) and takes the best label. A claim whose scoring failed (a backend
+none is configured) and takes the best label; in stance mode it reads the passages'
+stances (``stages/stance.py``) instead of label scores. A claim whose scoring failed (a backend
 without log-probabilities, or an error) keeps no label here; the text step after it then
 reads one from the reasoning — or, without reasoning, from the scored prompt's answer
 generated for it (``generate_unscored``) — flagged ``verdict_text_parsed``.
@@ -22,6 +23,7 @@ from sanctuary_local.llm.base import ChatMessage, ScoreRequest, ScoreResult
 from sanctuary_local.prompts import load_prompt
 from sanctuary_local.records import LABELS
 from sanctuary_local.stages.calibration import softmax
+from sanctuary_local.stages.stance import stance_rule
 from sanctuary_local.stages.verdict_draft import Context, Draft, LabelScores
 from sanctuary_local.stages.verdict_paper import fit_conversation
 from sanctuary_local.stages.verdict_prompt import LABEL_TOKENS
@@ -65,19 +67,29 @@ def score_labels(drafts: list[Draft], ctx: Context) -> list[Draft]:
 
 
 def choose_label(drafts: list[Draft], ctx: Context) -> list[Draft]:
-    """Step: the label with the best calibrated score (raw scores without a calibration)."""
+    """Step: the label with the best calibrated probability, from the label scores
+    (scored mode) or the passages' stances (stance mode) and stage 1's label. Without a
+    calibration: the raw label scores, or ``stance_rule`` over the stances."""
     cal, out = ctx.calibration, []
     for d in drafts:
-        if d.scores is None:
+        if d.scores is None and d.stance is None:
             out.append(d)
             continue
-        s = d.scores
+        logprobs = d.scores.logprobs if d.scores is not None else ()
+        features = d.stance.features if d.stance is not None else ()
         if cal is not None:
-            s = dataclasses.replace(s, probabilities=tuple(cal.probabilities(s.logprobs, d.hyde.provisional_label)),
-                                    calibrated=True)
+            probs, calibrated = tuple(cal.probabilities(logprobs, d.hyde.provisional_label, features)), True
+        elif d.scores is not None:
+            probs, calibrated = d.scores.probabilities, False
+        else:
+            probs, calibrated = tuple(stance_rule(features)), False
+        exact = d.scores.exact if d.scores is not None else d.stance.exact if d.stance is not None else True
+        seconds = d.scores.seconds if d.scores is not None else 0.0
+        s = LabelScores(logprobs, probs, calibrated, exact, seconds)
         best = max(range(len(LABELS)), key=lambda i: s.probabilities[i])
         justification = d.result.text.strip() if d.result is not None and d.result.ok else ""
-        flags = ("verdict_scored",) if s.exact else ("verdict_scored", "verdict_scored_first_token")
+        kind = "verdict_scored" if d.scores is not None else "verdict_stance"
+        flags = (kind,) if s.exact else (kind, "verdict_scored_first_token")
         out.append(dataclasses.replace(d, scores=s, label=LABELS[best], justification=justification,
                                        flags=(*d.flags, *flags)))
     return out

@@ -7,6 +7,9 @@ each mode is a step of its own, chosen once by ``line(cfg)``, never a branch ins
         prompt → [reasoning] → score labels → calibrate + choose → [text fallback] → record
         (text fallback, for claims the backend gave no scores: parse the reasoning, or
         without reasoning generate the scored prompt's label-only answer and parse that)
+    stance (verdict.mode = "stance"):
+        score each passage's stance → calibrate + choose → justify from the stances → record
+        (no prompt holds all the evidence: each distinct passage is judged on its own)
     paper  (verdict.mode = "paper", the paper's path):
         prompt → generate → label re-ask → [parts re-ask] → [citations] → text label → record
 
@@ -14,6 +17,7 @@ each mode is a step of its own, chosen once by ``line(cfg)``, never a branch ins
   (``evidence_view``) fitted to the context;
 - generate, label re-ask, parts re-ask, text label: ``verdict_paper``;
 - score labels, choose: ``label_scoring`` with ``calibration``;
+- score stances, justify: ``stance``;
 - citations: ``verdict_cited``; record: ``verdict_record``.
 """
 
@@ -30,6 +34,7 @@ from sanctuary_local.stages.evidence_view import (  # noqa: F401 - the stage's p
 )
 from sanctuary_local.stages.label_scoring import choose_label, generate_unscored, mark_text_parsed, score_labels
 from sanctuary_local.stages.parsing import parse_verdict_output
+from sanctuary_local.stages.stance import justify_stances, score_stances
 from sanctuary_local.stages.verdict_cited import annotate_citations, check_and_reask, citation_rates  # noqa: F401
 from sanctuary_local.stages.verdict_draft import Context, Draft, Parts
 from sanctuary_local.stages.verdict_paper import LABEL_REASK_TOKENS, generate, reask_label, reask_parts, text_label  # noqa: F401
@@ -44,6 +49,8 @@ _drop_order = drop_order  # the name older callers import
 
 def line(cfg: VerdictConfig, decomposed: bool = False) -> tuple[Step, ...]:
     """The steps of stage 3 for this config, in order (``record`` follows them)."""
+    if cfg.mode == "stance":
+        return (score_stances, choose_label, justify_stances)
     if cfg.mode == "scored":
         if cfg.reasoning_tokens:  # the text fallback reads the reasoning
             return (build_prompts, generate, score_labels, choose_label, mark_text_parsed, text_label)
@@ -85,7 +92,7 @@ def run_verdict(
             raise ValueError(f"run_verdict: records out of order at claim {c.index} (hyde {h.claim_index}, evidence {e.claim_index})")
     parts = list(parts) if parts is not None else [None] * len(claims)
     drafts = [Draft(c, h, e, pt) for c, h, e, pt in zip(claims, hyde, evidence, parts, strict=True)]
-    ctx = Context(backend, cfg, calibration if cfg.mode == "scored" else None, config_prompt_hash(cfg))
+    ctx = Context(backend, cfg, calibration if cfg.mode in ("scored", "stance") else None, config_prompt_hash(cfg))
     for step in line(cfg, any(pt is not None for pt in parts)):
         drafts = step(drafts, ctx)
     return record(drafts, ctx)

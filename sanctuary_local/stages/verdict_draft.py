@@ -8,6 +8,8 @@ no step re-parses what an earlier one wrote as text.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +50,68 @@ class LabelScores:
                 "calibrated": self.calibrated, "exact": self.exact}
 
 
+#: The answers scored for each passage, in this order.
+STANCES = ("support", "refute", "neither")
+#: The per-claim features the calibration reads, in this order.
+STANCE_FEATURES = ("mean_support", "mean_refute", "max_support", "max_refute", "evidence")
+
+
+@dataclass(frozen=True, slots=True)
+class PassageStance:
+    """One passage's judgement: which snippet, and its stance log-probabilities."""
+
+    key: Key
+    """(question position, snippet rank) of the passage's first occurrence."""
+    chunk_id: str
+    url: str
+    logprobs: tuple[float, ...]
+    """log P(answer) of ``STANCES``, as the beginning of the model's answer."""
+
+    @property
+    def probabilities(self) -> tuple[float, ...]:
+        """The three answers' probabilities renormalised among themselves."""
+        return tuple(_softmax(self.logprobs))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"evidence": f"{self.key[0] + 1}.{self.key[1] + 1}", "chunk_id": self.chunk_id, "url": self.url,
+                "logprobs": [round(x, 4) for x in self.logprobs],
+                "probabilities": [round(x, 4) for x in self.probabilities]}
+
+
+@dataclass(frozen=True, slots=True)
+class StanceScores:
+    """A claim's judged passages, their aggregate (``STANCE_FEATURES``) and failures."""
+
+    passages: tuple[PassageStance, ...]
+    candidates: int
+    """Distinct passages the claim had (only the first ``stance_passages`` are judged)."""
+    errors: tuple[str, ...] = ()
+    prompt_tokens: int = 0
+    exact: bool = True
+    """False when the backend scored only each answer's first token (``ScoreResult.exact``)."""
+
+    @property
+    def features(self) -> tuple[float, ...]:
+        return stance_features([p.probabilities for p in self.passages])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stances": list(STANCES), "features": dict(zip(STANCE_FEATURES, (round(x, 4) for x in self.features),
+                                                               strict=True)),
+                "passages": [p.to_dict() for p in self.passages], "candidates": self.candidates,
+                "errors": list(self.errors)}
+
+
+def stance_features(probabilities: Sequence[Sequence[float]], full: int = 4) -> tuple[float, ...]:
+    """``STANCE_FEATURES`` of a claim from its passages' (support, refute, neither)
+    probabilities; ``evidence`` = min(passages, ``full``) / ``full``. No passage: all 0."""
+    if not probabilities:
+        return (0.0,) * len(STANCE_FEATURES)
+    s = [p[0] for p in probabilities]
+    r = [p[1] for p in probabilities]
+    return (sum(s) / len(s), sum(r) / len(r), max(s), max(r), min(len(probabilities), full) / full)
+
+
+
 @dataclass(frozen=True, slots=True)
 class Draft:
     """One claim on its way through stage 3."""
@@ -69,6 +133,8 @@ class Draft:
     flags: tuple[str, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict)
     cited: CitationOutcome | None = None
+    stance: StanceScores | None = None
+    """stance mode: the passages judged one by one (``stages/stance.py``)."""
     seconds: float = 0.0
     """Model time spent on this claim by every step so far."""
 
@@ -87,3 +153,10 @@ class Context:
     cfg: VerdictConfig
     calibration: Calibration | None = None
     prompts_hash: str = ""
+
+
+def _softmax(z: Sequence[float]) -> list[float]:
+    m = max(z)
+    e = [math.exp(x - m) if math.isfinite(x) else 0.0 for x in z]
+    t = sum(e)
+    return [x / t for x in e]

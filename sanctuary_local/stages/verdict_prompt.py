@@ -21,6 +21,7 @@ from sanctuary_local.prompts import load_prompt, prompt_hash, render
 from sanctuary_local.records import Claim, ClaimEvidence
 from sanctuary_local.stages.evidence_view import drop_order, format_evidence, neutralize
 from sanctuary_local.stages.hyde import claim_fields
+from sanctuary_local.stages.stance import stance_prompt_hash
 from sanctuary_local.stages.verdict_draft import Context, Draft, Key, Parts
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,8 @@ def config_prompt_hash(cfg: VerdictConfig) -> str:
     """Hash of the templates ``cfg`` uses: the defaults give ``verdict_prompt_hash()``; with
     ``citations`` on, the cited prompt and the citation re-ask (no label re-ask: ``""``);
     in scored mode the scored prompt, or the reasoning prompt and the label question."""
+    if cfg.mode == "stance":
+        return stance_prompt_hash(cfg)
     if cfg.mode == "scored":
         if cfg.reasoning_tokens:  # the reasoning's cap changes the scores too: it is hashed with the templates
             templates = verdict_prompt_hash(cfg.prompt, cfg.scored_label_prompt)

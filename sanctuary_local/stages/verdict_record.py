@@ -53,8 +53,11 @@ def _meta(d: Draft, ctx: Context, injection: list[str]) -> dict[str, Any]:
         if ctx.calibration is not None:
             cal = ctx.calibration
             meta["label_scores"]["calibration"] = {"model_sha256": cal.model_sha256[:16], "prompt_hash": cal.prompt_hash,
+                                                   "kind": cal.kind, "inputs": list(cal.inputs),
                                                    "temperature": cal.temperature, "bias": list(cal.bias),
                                                    "prior_weight": cal.prior_weight}
+    if d.stance is not None:
+        meta["stance"] = d.stance.to_dict()
     if injection:
         meta["suspected_injection"] = injection
     return meta
