@@ -109,13 +109,15 @@ def _stance_features(p: Prediction) -> tuple[float, ...] | None:
 
 def fit_from_run(run_dir: Path, claims_path: Path, models_dir: str | Path = "models", *, model: str = "logistic",
                  prior: bool = True, temperature: bool = True, l2: float = 0.1,
-                 c: float = 1.0) -> tuple[Calibration, FitData]:
+                 c: float = 1.0, balanced: bool = False) -> tuple[Calibration, FitData]:
     """``model``: ``"logistic"`` (``fit_logistic``, inverse L2 strength ``c``) or
     ``"scaling"`` (``fit``: bias, optional temperature and stage-1 prior weight, ``l2``)."""
     data = load_fit_data(run_dir, claims_path, models_dir)
+    if model == "scaling" and not data.examples[0].logprobs:
+        raise UserError(f"{run_dir}: a stance-mode run has no label scores to scale: use --model logistic")
     info = {"run": str(run_dir), "claims": str(claims_path), "claim_indices": _spans(data.indices)}
     if model == "logistic":
-        return fit_logistic(data.examples, data.model_sha256, data.prompt_hash, c=c, info=info), data
+        return fit_logistic(data.examples, data.model_sha256, data.prompt_hash, c=c, balanced=balanced, info=info), data
     if model != "scaling":
         raise UserError(f"calibration model must be 'logistic' or 'scaling', got {model!r}")
     return fit(data.examples, data.model_sha256, data.prompt_hash, prior=prior, temperature=temperature, l2=l2,

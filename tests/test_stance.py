@@ -231,3 +231,19 @@ def test_the_real_model_scores_every_passage(tmp_path: Path):
     assert all(math.isfinite(x) and x <= 0 for x in (v for ps in st["passages"] for v in ps["logprobs"]))
     against, repeats = (ps["probabilities"] for ps in st["passages"])
     assert against[1] - against[0] > repeats[1] - repeats[0]
+
+
+def test_balanced_class_weights_predict_the_rare_label_more_often():
+    """``calibrate --balanced``: with a rare label in the fit range, weighing classes by
+    inverse frequency makes the fitted model predict it more often than the plain fit."""
+    ex = synthetic(300, 4)
+    rare = "Not Enough Evidence"
+    ex = [e for i, e in enumerate(ex) if e.gold != rare or i % 6 == 0]  # one in six NEE claims kept
+    test = synthetic(300, 5)
+
+    def n_rare(cal):
+        return sum(LABELS[max(range(4), key=lambda i, e=e: cal.probabilities((), e.provisional, e.stance)[i])] == rare
+                   for e in test)
+
+    plain, balanced = fit_logistic(ex, "a" * 64, "h"), fit_logistic(ex, "a" * 64, "h", balanced=True)
+    assert balanced.fit["class_weight"] == "balanced" and n_rare(balanced) > n_rare(plain)

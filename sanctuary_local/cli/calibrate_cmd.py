@@ -8,19 +8,23 @@ import typer
 
 
 def calibrate(
-    run_dir: Path = typer.Argument(..., help="The --out directory of a finished `run` made with verdict.mode = scored."),
+    run_dir: Path = typer.Argument(..., help="The --out directory of a finished `run` made with verdict.mode = scored "
+                                   "or stance."),
     claims: Path = typer.Option(..., "--claims", help="The claims file of that run, with gold labels (AVeriTeC format)."),
     out: Path = typer.Option(..., "--out", help="Where the calibration JSON goes (refused if it is RUN_DIR's own files)."),
     model: str = typer.Option("logistic", "--model", help="logistic: multinomial logistic regression on the label "
-                              "scores and stage 1's label (default); scaling: per-label bias, temperature, prior weight."),
+                              "scores (or stances) and stage 1's label (default); scaling: per-label bias, "
+                              "temperature, prior weight (scored runs only)."),
     c: float = typer.Option(1.0, "--C", min=1e-6, help="logistic: inverse L2 strength (scikit-learn's C)."),
+    balanced: bool = typer.Option(False, "--balanced", help="logistic: weigh each label by the inverse of its "
+                                  "frequency (rarer labels predicted more often: macro-F1 over accuracy)."),
     prior: bool = typer.Option(True, "--prior/--no-prior", help="scaling: fit a weight for stage 1's provisional label."),
     temperature: bool = typer.Option(True, "--temperature/--no-temperature", help="scaling: fit a temperature (else 1)."),
     l2: float = typer.Option(0.1, "--l2", min=0.0, help="scaling: L2 penalty on the biases and the prior weight."),
     models_dir: str = typer.Option("models", "--models-dir", help="Where fetched models live (for the model's SHA-256)."),
 ) -> None:
     """Fit a label calibration (by default a multinomial logistic regression on the four
-    label scores and stage 1's label; --model scaling: a per-label bias, a temperature and a
+    label scores — or, for a stance-mode run, the passages' stance features — and stage 1's label; --model scaling: a per-label bias, a temperature and a
     stage-1 prior weight) on the raw label scores of RUN_DIR against the gold labels in --claims, and write it keyed by the verdict
     model's SHA-256 and the stage-3 prompt hash. Use it with `--set verdict.calibration=FILE`
     (or a profile's verdict.calibration); it is refused for any other model or prompt.
@@ -38,7 +42,8 @@ def calibrate(
         raise UserError(f"--out {out}: write the calibration outside the run directory {run_dir}")
     if model not in ("logistic", "scaling"):
         raise UserError(f"--model must be logistic or scaling, got {model!r}")
-    cal, data = fit_from_run(run_dir, claims, models_dir, model=model, prior=prior, temperature=temperature, l2=l2, c=c)
+    cal, data = fit_from_run(run_dir, claims, models_dir, model=model, prior=prior, temperature=temperature, l2=l2, c=c,
+                             balanced=balanced)
     try:
         save_calibration(cal, out)
     except OSError as exc:
@@ -49,7 +54,8 @@ def calibrate(
     console.print(f"fitted on {len(data.examples)} claims ({cal.fit['claim_indices']})"
                   + (f"; left out: {skipped}" if skipped else ""), highlight=False, soft_wrap=True)
     bias = ", ".join(f"{lab} {b:+.3f}" for lab, b in zip(LABELS, cal.bias, strict=True))
-    shown = (f"logistic (C={c:g}); bias {bias}" if cal.kind == "logistic" else
+    shown = (f"logistic (C={c:g}{', balanced' if balanced else ''}; inputs {' + '.join(cal.inputs)}); bias {bias}"
+             if cal.kind == "logistic" else
              f"temperature {cal.temperature:.3f}; bias {bias}; stage-1 prior weight {cal.prior_weight:.3f}")
     console.print(shown, highlight=False, soft_wrap=True)
     for name, r in (("raw", raw), ("calibrated", fitted)):
