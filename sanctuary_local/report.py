@@ -92,20 +92,35 @@ def _snippet(label: str, anchor: str, question: Any, url: Any, doc_position: Any
 
 
 def claim_snippets(pred: Prediction, ev: ClaimEvidence | None) -> list[ReportSnippet]:
-    """The snippets of one claim, numbered as in the verdict prompt when stage 2 is known,
-    else the prediction's evidence list (``evidence_all`` when present) numbered E1…"""
-    if ev is None:
+    """The snippets of one claim, numbered as in the verdict prompt when stage 2 is known
+    and so is what stage 3 dropped from its prompt (``meta.dropped``; a prediction with
+    trim notes but no ``meta.dropped`` was made before it existed), else the prediction's
+    evidence list (``evidence_all`` when present) numbered E1…"""
+    dropped = _dropped(pred.meta)
+    if ev is None or dropped is None:
         items = pred.evidence_all or pred.evidence
         return [_snippet(f"E{i}", f"e{i}", it.question, it.url, it.doc_position, it.start, it.end,
                          it.scraped_text, it.score) for i, it in enumerate(items, start=1)]
     from sanctuary_local.stages.citations import numbered_snippets
 
     out = []
-    for key, sn in numbered_snippets(ev, pred.meta.get("trimmed") or ()).items():
+    for key, sn in numbered_snippets(ev, dropped).items():
         c, qi = sn.chunk, int(key.split(".")[0]) - 1
         out.append(_snippet(f"Evidence {key}", f"e-{key.replace('.', '-')}", ev.queries[qi].query.question, c.url,
                             c.doc_position, c.start, c.end, c.text, sn.score))
     return out
+
+
+def _dropped(meta: dict[str, Any]) -> frozenset[tuple[int, int]] | None:
+    """The ``(question, snippet)`` keys stage 3 dropped from its prompt, as recorded; None
+    when they are unknown (trimmed, but recorded before ``meta.dropped``, or malformed)."""
+    keys = meta.get("dropped")
+    if keys is None:
+        return None if meta.get("trimmed") else frozenset()
+    try:
+        return frozenset((int(q), int(n)) for q, n in keys)
+    except (TypeError, ValueError):
+        return None
 
 
 def _context(snip: ReportSnippet, doc_text: str | None) -> str:
