@@ -161,7 +161,7 @@ def _linkify(justification: str, anchors: dict[str, str]) -> str:
 
 
 def _is_degrading(flag: str) -> bool:
-    from sanctuary_local.pipeline import DEGRADING
+    from sanctuary_local.flag_help import DEGRADING
 
     return flag.split(":")[0].startswith(DEGRADING)
 
@@ -223,7 +223,7 @@ def _parts_html(pred: Prediction) -> str:
 
 
 def _index_row(p: Prediction) -> str:
-    from sanctuary_local.pipeline import degraded_reasons
+    from sanctuary_local.flag_help import degraded_reasons
 
     reasons = degraded_reasons([str(f) for f in p.flags])
     degraded = f'<br><span class="degraded">degraded: {html.escape(", ".join(reasons))}</span>' if reasons else ""
@@ -266,7 +266,7 @@ def run_info(run_dir: Path) -> str:
 def render_index(run_name: str, preds: list[Prediction], info: str = "") -> str:
     """The index: every claim with its verdict, flag count (degraded ones named) and a link;
     ``info`` is a line about the run (see ``run_info``)."""
-    from sanctuary_local.pipeline import degraded_reasons
+    from sanctuary_local.flag_help import degraded_reasons
 
     counts = Counter(p.label for p in preds)
     return _template("report_index.html").substitute(
