@@ -25,7 +25,7 @@ from sanctuary_local.io.claims import read_claims
 from sanctuary_local.records import LABELS, Prediction
 from sanctuary_local.runstate import STAGE_FILES, StageFile
 from sanctuary_local.stages.calibration import Calibration, FitExample, fit, fit_logistic, model_sha256
-from sanctuary_local.stages.verdict_prompt import config_prompt_hash
+from sanctuary_local.stages.verdict_hash import config_prompt_hash
 
 
 @dataclass(frozen=True, slots=True)

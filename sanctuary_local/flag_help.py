@@ -4,13 +4,21 @@ A flag is ``kind`` or ``kind:value`` (``no_snippets:q2``, ``empty_documents:3``,
 ``hyde_llm_error: RuntimeError: …``). ``FLAG_TEXT`` maps a whole flag (for flags whose
 value changes the meaning, e.g. ``evidence_placeholder:no_answer``) or its kind to one
 sentence; add a line when a stage starts emitting a new flag. A flag not in the table
-gets ``UNKNOWN_TEXT``. Which flags make a claim *degraded* is decided in
-``pipeline.DEGRADING``, not here.
+gets ``UNKNOWN_TEXT``. Which flags make a claim *degraded* (exit code 3, counted in the
+summary and the report) is ``DEGRADING``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+
+#: Flag prefixes that mark a claim as degraded (something failed; a fallback was used).
+#: ``evidence_placeholder`` is not one: its cause (store_missing, retrieval_error, …) is
+#: flagged on its own, and every query falling below the threshold is not a failure.
+DEGRADING = (
+    "store_missing", "store_problems", "no_documents", "retrieval_error",
+    "hyde_llm_error", "hyde_claim_fallback", "verdict_llm_error", "verdict_label_fallback", "verdict_stance_failed",
+)
 
 FLAG_TEXT: dict[str, str] = {
     # stage 0: claim decomposition (decompose.enabled)
@@ -101,3 +109,8 @@ def legend(flags: Iterable[str]) -> list[tuple[str, list[str], str]]:
         if value and len(value) <= 12 and value not in values:
             values.append(value)
     return [(kind, values, FLAG_TEXT.get(kind, UNKNOWN_TEXT)) for kind, values in seen.items()]
+
+
+def degraded_reasons(flags: Sequence[str]) -> list[str]:
+    """The kinds of a prediction's flags that make it degraded (``DEGRADING``), sorted."""
+    return sorted({f.split(":")[0] for f in flags if f.split(":")[0].startswith(DEGRADING)})

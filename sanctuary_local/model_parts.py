@@ -37,12 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 from sanctuary_local.errors import MissingModel, UserError
-
-if TYPE_CHECKING:  # models.py imports this module
-    from sanctuary_local.models import PackagedModel
+from sanctuary_local.model_types import PackagedModel
 
 RECORD_SUFFIX = ".verified.json"
 """Next to an assembled file: the size, mtime and sha256 it had when it was verified."""

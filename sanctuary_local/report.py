@@ -92,20 +92,35 @@ def _snippet(label: str, anchor: str, question: Any, url: Any, doc_position: Any
 
 
 def claim_snippets(pred: Prediction, ev: ClaimEvidence | None) -> list[ReportSnippet]:
-    """The snippets of one claim, numbered as in the verdict prompt when stage 2 is known,
-    else the prediction's evidence list (``evidence_all`` when present) numbered E1…"""
-    if ev is None:
+    """The snippets of one claim, numbered as in the verdict prompt when stage 2 is known
+    and so is what stage 3 dropped from its prompt (``meta.dropped``; a prediction with
+    trim notes but no ``meta.dropped`` was made before it existed), else the prediction's
+    evidence list (``evidence_all`` when present) numbered E1…"""
+    dropped = _dropped(pred.meta)
+    if ev is None or dropped is None:
         items = pred.evidence_all or pred.evidence
         return [_snippet(f"E{i}", f"e{i}", it.question, it.url, it.doc_position, it.start, it.end,
                          it.scraped_text, it.score) for i, it in enumerate(items, start=1)]
     from sanctuary_local.stages.citations import numbered_snippets
 
     out = []
-    for key, sn in numbered_snippets(ev, pred.meta.get("trimmed") or ()).items():
+    for key, sn in numbered_snippets(ev, dropped).items():
         c, qi = sn.chunk, int(key.split(".")[0]) - 1
         out.append(_snippet(f"Evidence {key}", f"e-{key.replace('.', '-')}", ev.queries[qi].query.question, c.url,
                             c.doc_position, c.start, c.end, c.text, sn.score))
     return out
+
+
+def _dropped(meta: dict[str, Any]) -> frozenset[tuple[int, int]] | None:
+    """The ``(question, snippet)`` keys stage 3 dropped from its prompt, as recorded; None
+    when they are unknown (trimmed, but recorded before ``meta.dropped``, or malformed)."""
+    keys = meta.get("dropped")
+    if keys is None:
+        return None if meta.get("trimmed") else frozenset()
+    try:
+        return frozenset((int(q), int(n)) for q, n in keys)
+    except (TypeError, ValueError):
+        return None
 
 
 def _context(snip: ReportSnippet, doc_text: str | None) -> str:
@@ -146,7 +161,7 @@ def _linkify(justification: str, anchors: dict[str, str]) -> str:
 
 
 def _is_degrading(flag: str) -> bool:
-    from sanctuary_local.pipeline import DEGRADING
+    from sanctuary_local.flag_help import DEGRADING
 
     return flag.split(":")[0].startswith(DEGRADING)
 
@@ -208,7 +223,7 @@ def _parts_html(pred: Prediction) -> str:
 
 
 def _index_row(p: Prediction) -> str:
-    from sanctuary_local.pipeline import degraded_reasons
+    from sanctuary_local.flag_help import degraded_reasons
 
     reasons = degraded_reasons([str(f) for f in p.flags])
     degraded = f'<br><span class="degraded">degraded: {html.escape(", ".join(reasons))}</span>' if reasons else ""
@@ -251,7 +266,7 @@ def run_info(run_dir: Path) -> str:
 def render_index(run_name: str, preds: list[Prediction], info: str = "") -> str:
     """The index: every claim with its verdict, flag count (degraded ones named) and a link;
     ``info`` is a line about the run (see ``run_info``)."""
-    from sanctuary_local.pipeline import degraded_reasons
+    from sanctuary_local.flag_help import degraded_reasons
 
     counts = Counter(p.label for p in preds)
     return _template("report_index.html").substitute(

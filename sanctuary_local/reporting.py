@@ -1,19 +1,14 @@
-"""Run outputs and user feedback: progress bars, run.log, timings.json, manifest.json,
-predictions.json, submission.csv and the final summary table."""
+"""Run outputs and user feedback: progress bars, run.log, predictions.json, submission.csv,
+the final summary table, and timings.json and manifest.json (built by ``run_record``)."""
 
 from __future__ import annotations
 
 import logging
-import platform
-import resource
 import statistics
-import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,30 +19,20 @@ from rich.table import Table
 
 from sanctuary_local import __version__
 from sanctuary_local.config import Config
-from sanctuary_local.errors import UserError
-from sanctuary_local.ids import file_sha256
 from sanctuary_local.io.safe_io import atomic_write_bytes, open_append
+from sanctuary_local.run_record import run_manifest, run_timings
 
 if TYPE_CHECKING:
-    from sanctuary_local.run_types import RunOptions, RunSummary
     from sanctuary_local.records import Prediction
+    from sanctuary_local.run_types import RunOptions, RunSummary
     from sanctuary_local.runstate import StageFile
 
 log = logging.getLogger("sanctuary_local")
-PACKAGES = ("sanctuary-local", "torch", "transformers", "sentence-transformers", "faiss-cpu", "faiss-gpu-cu12",
-            "vllm", "llama-cpp-python", "bm25s", "chonkie", "numpy", "nltk")
 _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
 
 
 def _dump(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, orjson.dumps(obj, option=_JSON))
-
-
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process and of its (finished) worker processes, MB."""
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return round(max(own, kids) / 1024.0, 1)
 
 
 class GpuSampler:
@@ -114,7 +99,7 @@ class RunReporter:
     def __init__(self, out: Path, cfg: Config, opts: RunOptions, quiet: bool = False) -> None:
         self.out, self.cfg, self.opts = out, cfg, opts
         self.console = Console(stderr=True, quiet=quiet)
-        self._setup_log()
+        self._handler = _open_run_log(out / "run.log")
         self.stats: dict[str, dict[str, Any]] = {
             s: {"total_s": 0.0, "load_s": 0.0, "tokens_in": 0, "tokens_out": 0, "n": 0}
             for s in (*(("decompose",) if cfg.decompose.enabled else ()), "hyde", "retrieval",
@@ -135,18 +120,6 @@ class RunReporter:
                            f"{out / 'config.json'}; --show-config prints it)", highlight=False, soft_wrap=True)
         if opts.show_config and not quiet:
             self.console.print_json(orjson.dumps(cfg.to_dict()).decode())
-
-    def _setup_log(self) -> None:
-        handler = _LogFile(self.out / "run.log", encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root = logging.getLogger("sanctuary_local")
-        for h in list(root.handlers):
-            if isinstance(h, logging.FileHandler):
-                root.removeHandler(h)
-                h.close()
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
-        self._handler = handler
 
     @contextmanager
     def stage(self, name: str, n: int) -> Iterator[StageTracker]:
@@ -191,88 +164,57 @@ class RunReporter:
             files["followup"] = followup
         if decompose is not None:
             files["decompose"] = decompose
-        timings = self._timings(preds, files)
+        timings = run_timings(preds, files, self.stats, time.perf_counter() - self.t0, self.gpu.report(),
+                              self.opts.budget_s, self.budget_notes)
         n_selected = len(preds) if n_selected is None else n_selected
         timings = {"complete": len(preds) == n_selected, "n_selected": n_selected, **timings}
         _dump(self.out / "timings.json", timings)
-        _dump(self.out / "manifest.json", self._manifest())
+        _dump(self.out / "manifest.json", run_manifest(self.cfg, self.opts))
         self._handler.flush()
         return timings
 
-    def _timings(self, preds: list[Prediction], files: dict[str, StageFile]) -> dict[str, Any]:
-        idx = [p.claim_index for p in preds]
-        stages: dict[str, Any] = {}
-        for name, st in self.stats.items():
-            secs = [float(files[name].extras.get(i, {}).get("seconds", 0.0)) for i in idx]
-            stages[name] = {
-                "total_s": round(st["total_s"], 3), "load_s": round(st["load_s"], 3), "claims_this_run": st["n"],
-                "per_claim": _dist(secs), "tokens_in": st["tokens_in"], "tokens_out": st["tokens_out"],
-                "tokens_per_s_out": round(st["tokens_out"] / st["total_s"], 2) if st["total_s"] else None,
-            }
-        wall = time.perf_counter() - self.t0
-        out: dict[str, Any] = {
-            "n_claims": len(preds), "wall_s": round(wall, 3),
-            "wall_s_per_claim": round(wall / len(preds), 3) if preds else None,
-            "peak_rss_mb": peak_rss_mb(), "gpu": self.gpu.report(), "stages": stages,
-        }
-        if self.opts.budget_s:
-            achieved = sum(stages[s]["per_claim"]["mean"] or 0.0 for s in stages)
-            out["budget"] = {"budget_s_per_claim": self.opts.budget_s, "decisions": self.budget_notes,
-                             "achieved_s_per_claim": round(wall / max(1, len(preds)), 3),
-                             "achieved_stage_sum_s_per_claim": round(achieved, 3),
-                             "levels": dict(Counter(str(p.meta.get("budget", {}).get("levels", {}).get("verdict", 0)) for p in preds))}
-        return out
-
-    def _manifest(self) -> dict[str, Any]:
-        models = {}
-        for role, name in (("hyde_llm", self.cfg.hyde.llm.model), ("verdict_llm", self.cfg.verdict.llm.model),
-                           ("sts_embedder", self.cfg.retrieval.sts.model), ("retrieval_embedder", self.cfg.retrieval.retriever.model)):
-            models[role] = _model_entry(name, self.cfg.models_dir)
-        prompts = {}
-        try:
-            from sanctuary_local.stages.hyde import hyde_prompt_hash
-            from sanctuary_local.stages.verdict import config_prompt_hash
-
-            prompts = {"hyde": hyde_prompt_hash(self.cfg.hyde.prompt), "verdict": config_prompt_hash(self.cfg.verdict)}
-        except Exception as exc:  # noqa: BLE001 - the manifest must still be written
-            prompts = {"error": str(exc)}
-        versions = {}
-        for pkg in PACKAGES:
-            try:
-                versions[pkg] = metadata.version(pkg)
-            except metadata.PackageNotFoundError:
-                continue
-        return {
-            "sanctuary_local": __version__, "argv": self.opts.argv, "config": self.cfg.to_dict(),
-            "config_fingerprint": self.cfg.fingerprint(), "seed": self.cfg.seed, "models": models,
-            "prompts": prompts, "packages": versions,
-            "inputs": {"claims": str(self.opts.claims), "claims_sha256": file_sha256(str(self.opts.claims)), "store": str(self.opts.store)},
-            "host": {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0],
-                     "cpu_count": __import__("os").cpu_count()},
-        }
-
     def print_summary(self, s: RunSummary) -> None:
-        t = Table(title=f"sanctuary-local: {s.n_claims} claims → {s.out_dir}")
-        t.add_column("what")
-        t.add_column("value", justify="right")
-        for label, n in sorted(s.label_counts.items()):
-            t.add_row(f"label {label}", str(n))
-        t.add_row("degraded claims", f"{s.n_degraded}")
-        for reason, n in sorted(s.degraded_reasons.items()):
-            t.add_row(f"  {reason}", str(n))
-        for name, st in s.timings["stages"].items():
-            mean = st["per_claim"]["mean"]
-            t.add_row(f"{name} s/claim (mean)", f"{mean:.2f}" if mean is not None else "-")
-        t.add_row("wall s/claim", f"{s.timings['wall_s_per_claim'] or 0:.2f}")
-        if "budget" in s.timings:
-            b = s.timings["budget"]
-            proj = [d["projected_s_per_claim"] for d in b["decisions"] if d["projected_s_per_claim"]]
-            t.add_row("budget s/claim", f"{b['budget_s_per_claim']:.1f}")
-            t.add_row("projected s/claim", f"{proj[-1]:.2f}" if proj else "-")
-            t.add_row("achieved s/claim", f"{b['achieved_s_per_claim']:.2f}")
-        t.add_row("peak RSS MB", f"{s.timings['peak_rss_mb']:.0f}")
-        self.console.print(t)
+        self.console.print(summary_table(s))
         log.info("done: %d claims, %d degraded %s", s.n_claims, s.n_degraded, s.degraded_reasons)
+
+
+def summary_table(s: RunSummary) -> Table:
+    """The table a finished run prints: labels, degraded claims and why, seconds per claim."""
+    t = Table(title=f"sanctuary-local: {s.n_claims} claims → {s.out_dir}")
+    t.add_column("what")
+    t.add_column("value", justify="right")
+    for label, n in sorted(s.label_counts.items()):
+        t.add_row(f"label {label}", str(n))
+    t.add_row("degraded claims", f"{s.n_degraded}")
+    for reason, n in sorted(s.degraded_reasons.items()):
+        t.add_row(f"  {reason}", str(n))
+    for name, st in s.timings["stages"].items():
+        mean = st["per_claim"]["mean"]
+        t.add_row(f"{name} s/claim (mean)", f"{mean:.2f}" if mean is not None else "-")
+    t.add_row("wall s/claim", f"{s.timings['wall_s_per_claim'] or 0:.2f}")
+    if "budget" in s.timings:
+        b = s.timings["budget"]
+        proj = [d["projected_s_per_claim"] for d in b["decisions"] if d["projected_s_per_claim"]]
+        t.add_row("budget s/claim", f"{b['budget_s_per_claim']:.1f}")
+        t.add_row("projected s/claim", f"{proj[-1]:.2f}" if proj else "-")
+        t.add_row("achieved s/claim", f"{b['achieved_s_per_claim']:.2f}")
+    t.add_row("peak RSS MB", f"{s.timings['peak_rss_mb']:.0f}")
+    return t
+
+
+def _open_run_log(path: Path) -> logging.Handler:
+    """``run.log`` as the package logger's one file handler (a previous run's in this
+    process is closed), at INFO."""
+    handler = _LogFile(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("sanctuary_local")
+    for h in list(root.handlers):
+        if isinstance(h, logging.FileHandler):
+            root.removeHandler(h)
+            h.close()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    return handler
 
 
 class _LogFile(logging.FileHandler):
@@ -297,33 +239,3 @@ class _SpeedColumn(TextColumn):
 
         speed = task.finished_speed or task.speed
         return Text(f"{speed:.2f} claims/s" if speed else "   - claims/s", style="cyan")
-
-
-def _dist(xs: list[float]) -> dict[str, float | None]:
-    if not xs:
-        return {"mean": None, "p50": None, "p95": None}
-    s = sorted(xs)
-    p95 = s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))]
-    return {"mean": round(statistics.fmean(s), 4), "p50": round(statistics.median(s), 4), "p95": round(p95, 4)}
-
-
-def _model_entry(name: str, models_dir: str) -> dict[str, Any]:
-    """Model id and file hashes (large files: size only unless a checksum record exists)."""
-    from sanctuary_local.models import resolve_model
-
-    try:
-        path = resolve_model(name, models_dir)
-    except UserError as exc:
-        return {"name": name, "error": str(exc)}
-    entry: dict[str, Any] = {"name": name, "path": str(path)}
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    hashes = {}
-    for f in files[:200]:
-        rel = f.name if path.is_file() else str(f.relative_to(path))
-        size = f.stat().st_size
-        hashes[rel] = {"size": size, "sha256": file_sha256(str(f)) if size <= 512 * 2**20 else None}
-    entry["files"] = hashes
-    record = path / ".sanctuary-checksums.json" if path.is_dir() else None
-    if record is not None and record.exists():
-        entry["checksums_record"] = orjson.loads(record.read_bytes())
-    return entry

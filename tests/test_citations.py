@@ -17,6 +17,7 @@ from sanctuary_local.records import Chunk, EvidenceSnippet, HydeResult
 from sanctuary_local.stages.citations import (
     CitationReport, annotate, check_citations, find_quote, numbered_snippets, parse_citations,
 )
+from sanctuary_local.stages.evidence_view import drop_order
 from sanctuary_local.stages.verdict import build_verdict_request, citation_rates, run_verdict
 from test_hyde import CLAIM, ScriptedBackend
 from test_verdict import DOC, HYDE, evidence
@@ -107,8 +108,10 @@ def test_checker_names_each_violation_and_spans_reconstruct() -> None:
 def test_numbering_skips_the_snippets_dropped_from_the_prompt() -> None:
     ev = evidence()
     lowest = min((sn.score, f"{qi + 1}.{si + 1}") for qi, q in enumerate(ev.queries) for si, sn in enumerate(q.snippets))
-    kept = numbered_snippets(ev, ["dropped 1 of 3 snippets (scores <= 0.4000) to fit 100 prompt tokens"])
-    assert len(kept) == 2 and lowest[1] == "1.2" and "1.2" not in kept
+    assert lowest[1] == "1.2" and drop_order(ev)[0] == (0, 1)  # stage 3 drops the lowest-scored first
+    kept = numbered_snippets(ev, {(0, 1)})  # as Draft.dropped carries it (meta["dropped"]: [[0, 1]])
+    assert list(kept) == ["1.1", "2.1"] and kept["2.1"] is ev.queries[1].snippets[0]
+    assert numbered_snippets(ev, [[0, 0]])["1.1"] is ev.queries[0].snippets[1]  # the next one moves up
 
 
 def test_cited_prompt_is_used_only_with_the_switch() -> None:

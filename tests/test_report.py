@@ -23,7 +23,7 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.io.claims import read_claims
 from sanctuary_local.io.predictions import write_predictions_json
 from sanctuary_local.io.store import KnowledgeStore
-from sanctuary_local.records import HydeResult, Prediction, Query
+from sanctuary_local.records import EvidenceItem, HydeResult, Prediction, Query
 from sanctuary_local.report import ReportSnippet, claim_snippets, render_claim, write_report
 from sanctuary_local.runstate import STAGE_FILES, StageFile, check_state
 
@@ -216,12 +216,16 @@ def test_numbering_follows_the_snippets_stage3_dropped(run_dir: Path) -> None:
     ev = ClaimEvidence.from_dict(rec)
     pred = Prediction(claim_index=1, claim_id="1", claim="c", label="Refuted")
     full = claim_snippets(pred, ev)
-    trimmed = claim_snippets(dataclasses.replace(pred, meta={"trimmed": [f"dropped 2 of {len(full)} snippets (scores <= 0.5)"]}), ev)
+    note = {"trimmed": [f"dropped 2 of {len(full)} snippets (scores <= 0.5)"]}
+    trimmed = claim_snippets(dataclasses.replace(pred, meta={**note, "dropped": [list(k) for k in _drop_order(ev)[:2]]}), ev)
     gone = {(ev.queries[qi].snippets[si].chunk.start, ev.queries[qi].snippets[si].chunk.url) for qi, si in _drop_order(ev)[:2]}
     assert len(trimmed) == len(full) - 2 and not {(s.start, s.url) for s in trimmed} & gone
     for q in {s.label.split(".")[0] for s in trimmed}:  # numbers within a question stay 1, 2, 3 …
         nums = [int(s.label.split(".")[1]) for s in trimmed if s.label.split(".")[0] == q]
         assert nums == list(range(1, len(nums) + 1))
+    # trimmed, but made before meta.dropped: the prompt's numbers are unknown, so none are shown
+    older = dataclasses.replace(pred, meta=note, evidence_all=(EvidenceItem("q", "a", "http://x", "t", 0, 0, 1),))
+    assert [s.label for s in claim_snippets(older, ev)] == ["E1"]
 
 
 def test_bad_run_directories_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -91,7 +91,7 @@ def print_verdicts(summary: Any, claims: Path, console: Any = None) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    from sanctuary_local.pipeline import degraded_reasons
+    from sanctuary_local.flag_help import degraded_reasons
 
     console = console or Console()
     flags: list[str] = []
@@ -146,7 +146,7 @@ def _print_flag_legend(console: Any, flags: list[str]) -> None:
     from rich.markup import escape
 
     from sanctuary_local.flag_help import legend
-    from sanctuary_local.pipeline import DEGRADING
+    from sanctuary_local.flag_help import DEGRADING
 
     if not flags:
         return

@@ -319,7 +319,7 @@ def prepared_calibration(cfg: Any, models_dir: str | Path = "models") -> Calibra
     (None in paper mode or without one). ``cfg`` is the ``VerdictConfig``."""
     if cfg.mode not in ("scored", "stance") or not cfg.calibration:
         return None
-    from sanctuary_local.stages.verdict_prompt import config_prompt_hash
+    from sanctuary_local.stages.verdict_hash import config_prompt_hash
 
     cal = load_calibration(cfg.calibration)
     cal.check(model_sha256(cfg.llm.model, models_dir), config_prompt_hash(cfg), str(calibration_path(cfg.calibration)))

@@ -22,21 +22,19 @@ another one of the prompt is still a violation; the report names where it is
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from sanctuary_local.records import ClaimEvidence, EvidenceSnippet
-from sanctuary_local.stages.evidence_view import drop_order
 
-__all__ = ["Citation", "CitationCheck", "CitationReport", "check_citations", "find_quote", "numbered_snippets",
+__all__ = ["Citation", "CitationCheck", "CitationOutcome", "CitationReport", "check_citations", "find_quote", "numbered_snippets",
            "parse_citations"]
 
 _LINE = re.compile(r"^\s*(?:[-*•]|\d+[.)])?\s*(?P<claim>.*?)\s*\[(?P<ids>(?:(?:Evidence|Ev\.?|E)\s*)?\d+\.\d+"
                    r"(?:\s*[,;]\s*(?:(?:Evidence|Ev\.?|E)\s*)?\d+\.\d+)*)\]\s*[:\-–]?\s*(?P<quote>[\"“”'‘’].*)$", re.I)
 _ID = re.compile(r"(\d+)\.(\d+)")
 _QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "‚": "'", "`": "'"})
-_DROPPED = re.compile(r"dropped (\d+) of (\d+) snippets")
 #: Quotes shorter than this many characters (after normalising) prove nothing: invalid.
 MIN_QUOTE_CHARS = 8
 
@@ -118,6 +116,47 @@ class CitationReport:
                          f"\"{c.citation.quote}\": {c.problem}" for c in self.violations)
 
 
+@dataclass(frozen=True, slots=True)
+class CitationOutcome:
+    """The citation check of one verdict before and after its one re-ask.
+
+    ``after`` checks the text the prediction keeps: the re-ask's answer when it replaced
+    the first (``replaced``), else the first again. ``reask`` checks the re-ask's own
+    answer whether kept or not (None: not re-asked, or the re-ask failed)."""
+
+    before: CitationReport
+    after: CitationReport
+    reasked: bool
+    reask: CitationReport | None = None
+    replaced: bool = False
+    first_text: str = ""
+    """The first answer's raw text when the re-ask replaced it (else "")."""
+    reask_text: str = ""
+    """The re-ask's raw text when it was answered but not kept (else "")."""
+
+    def flags(self) -> tuple[str, ...]:
+        out = ("citations_reasked",) if self.reasked else ()
+        if not self.after.checks:
+            return (*out, "citations_missing")
+        return (*out, f"citation_violations:{len(self.after.violations)}") if self.after.violations else out
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"before": _rate(self.before), "after": _rate(self.after), "reasked": self.reasked,
+               "reask": _rate(self.reask) if self.reask is not None else None, "replaced": self.replaced,
+               "items": [c.to_dict() for c in self.after.checks]}
+        if self.replaced:
+            out["first_raw_text"] = self.first_text
+        elif self.reask is not None:
+            out["reask_raw_text"] = self.reask_text
+        return out
+
+
+def _rate(r: CitationReport) -> dict[str, Any]:
+    """One check's counts: citations, valid ones, their share, and whether the verdict is
+    clean (at least one citation, none failing)."""
+    return {"n": len(r.checks), "valid": r.n_valid, "validity": r.validity, "clean": r.clean}
+
+
 def parse_citations(text: str) -> list[Citation]:
     """Every citation line of a verdict; lines that do not match the format are ignored."""
     out = []
@@ -179,20 +218,11 @@ def _first_letter_recased(q: str) -> tuple[str, ...]:
     return (other + q[1:],) if len(other) == 1 and other != q[0] else ()
 
 
-def dropped_keys(ev: ClaimEvidence, notes: Sequence[str]) -> frozenset[tuple[int, int]]:
-    """The ``(question, snippet)`` keys stage 3 dropped to fit its prompt, from the trim
-    notes a prediction records (for predictions made before ``meta.dropped`` existed)."""
-    for note in notes or ():
-        if m := _DROPPED.search(str(note)):
-            return frozenset(drop_order(ev)[: int(m.group(1))])
-    return frozenset()
-
-
-def numbered_snippets(ev: ClaimEvidence, notes: Sequence[str] = (),
-                      dropped: frozenset[tuple[int, int]] | None = None) -> dict[str, EvidenceSnippet]:
-    """``{"q.n": snippet}`` exactly as the verdict prompt numbered them: ``dropped`` keys
-    as stage 3 carries them, else read from its trim ``notes``."""
-    dropped, out = (dropped if dropped is not None else dropped_keys(ev, notes)), {}
+def numbered_snippets(ev: ClaimEvidence, dropped: Collection[tuple[int, int]] = frozenset()) -> dict[str, EvidenceSnippet]:
+    """``{"q.n": snippet}`` exactly as the verdict prompt numbered them: the ``(question,
+    snippet)`` keys stage 3 ``dropped`` to fit its prompt (``Draft.dropped``, recorded as
+    ``Prediction.meta["dropped"]``) are skipped."""
+    dropped, out = frozenset(map(tuple, dropped)), {}
     for qi, qe in enumerate(ev.queries):
         kept = [sn for si, sn in enumerate(qe.snippets) if (qi, si) not in dropped]
         out.update({f"{qi + 1}.{n}": sn for n, sn in enumerate(kept, start=1)})

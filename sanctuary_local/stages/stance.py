@@ -21,13 +21,11 @@ label rests on, with their URLs and stance probabilities — not free text to re
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 from collections.abc import Sequence
-from typing import Any
 
 from sanctuary_local.llm.base import ChatMessage, ScoreRequest, ScoreResult
-from sanctuary_local.prompts import load_prompt, prompt_hash, render
+from sanctuary_local.prompts import load_prompt, render
 from sanctuary_local.records import LABELS, ClaimEvidence, EvidenceSnippet
 from sanctuary_local.stages.evidence_view import neutralize, source_name
 from sanctuary_local.stages.verdict_draft import (  # noqa: F401 - the records are this mode's public names
@@ -71,12 +69,6 @@ def stance_request(d: Draft, question: str, sn: EvidenceSnippet, ctx: Context, t
                   speaker=neutralize(f["speaker"]), question=_shown(question, 60), url=source_name(sn.chunk.url),
                   passage=_shown(sn.chunk.text, ctx.cfg.stance_words))
     return ScoreRequest((ChatMessage("user", text),), STANCES, tag=tag)
-
-
-def stance_prompt_hash(cfg: Any) -> str:
-    """Hash of the stance template and the settings that change what the model sees."""
-    base = prompt_hash(cfg.stance_prompt)
-    return hashlib.sha256(f"{base}\0passages={cfg.stance_passages}\0words={cfg.stance_words}".encode()).hexdigest()[:16]
 
 
 # ------------------------------------------------------------------ steps

@@ -12,61 +12,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.prompts import load_prompt, render
 from sanctuary_local.records import Prediction
-from sanctuary_local.stages.citations import CitationReport, annotate, check_citations, numbered_snippets
+from sanctuary_local.stages.citations import CitationOutcome, CitationReport, annotate, check_citations, numbered_snippets
 from sanctuary_local.stages.parsing import parse_verdict_output
 from sanctuary_local.stages.verdict_draft import Context, Draft
-
-
-@dataclass(frozen=True, slots=True)
-class CitationOutcome:
-    """The citation check of one verdict before and after its one re-ask.
-
-    ``after`` checks the text the prediction keeps: the re-ask's answer when it replaced
-    the first (``replaced``), else the first again. ``reask`` checks the re-ask's own
-    answer whether kept or not (None: not re-asked, or the re-ask failed)."""
-
-    before: CitationReport
-    after: CitationReport
-    reasked: bool
-    reask: CitationReport | None = None
-    replaced: bool = False
-    first_text: str = ""
-    """The first answer's raw text when the re-ask replaced it (else "")."""
-    reask_text: str = ""
-    """The re-ask's raw text when it was answered but not kept (else "")."""
-
-    def flags(self) -> tuple[str, ...]:
-        out = ("citations_reasked",) if self.reasked else ()
-        if not self.after.checks:
-            return (*out, "citations_missing")
-        return (*out, f"citation_violations:{len(self.after.violations)}") if self.after.violations else out
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {"before": _rate(self.before), "after": _rate(self.after), "reasked": self.reasked,
-               "reask": _rate(self.reask) if self.reask is not None else None, "replaced": self.replaced,
-               "items": [c.to_dict() for c in self.after.checks]}
-        if self.replaced:
-            out["first_raw_text"] = self.first_text
-        elif self.reask is not None:
-            out["reask_raw_text"] = self.reask_text
-        return out
 
 
 #: Flags of the first answer that a replacing re-ask's answer makes untrue: its label
 #: re-ask (the label is now the new answer's) and its truncation (re-derived from the new one).
 _FIRST_ANSWER_FLAGS = frozenset({"verdict_label_reasked", "verdict_truncated"})
-
-
-def _rate(r: CitationReport) -> dict[str, Any]:
-    """One check's counts: citations, valid ones, their share, and whether the verdict is
-    clean (at least one citation, none failing)."""
-    return {"n": len(r.checks), "valid": r.n_valid, "validity": r.validity, "clean": r.clean}
 
 
 def _cite_fix_request(req: ChatRequest, res: ChatResult, report: CitationReport, reask_prompt: str,

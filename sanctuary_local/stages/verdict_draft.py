@@ -19,7 +19,7 @@ from sanctuary_local.records import Claim, ClaimEvidence, HydeResult
 
 if TYPE_CHECKING:  # types only: these modules import nothing from here at run time
     from sanctuary_local.stages.calibration import Calibration
-    from sanctuary_local.stages.verdict_cited import CitationOutcome
+    from sanctuary_local.stages.citations import CitationOutcome
 
 Key = tuple[int, int]  # (query position, snippet rank)
 

@@ -12,43 +12,21 @@ Claim text and metadata are untrusted too: they are neutralised like page text.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 
 from sanctuary_local.config import VerdictConfig
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, LLMBackend
-from sanctuary_local.prompts import load_prompt, prompt_hash, render
+from sanctuary_local.prompts import load_prompt, render
 from sanctuary_local.records import Claim, ClaimEvidence
 from sanctuary_local.stages.evidence_view import drop_order, format_evidence, neutralize
 from sanctuary_local.stages.hyde import claim_fields
-from sanctuary_local.stages.stance import stance_prompt_hash
 from sanctuary_local.stages.verdict_draft import Context, Draft, Key, Parts
+from sanctuary_local.stages.verdict_hash import config_prompt_hash, verdict_prompt_hash  # noqa: F401 - named from here too
 
 log = logging.getLogger(__name__)
 
 #: Tokens a scored label needs after the prompt (the longest label is under ten tokens).
 LABEL_TOKENS = 16
-
-
-def verdict_prompt_hash(prompt: str = "verdict.txt", label_reask: str = "verdict_label.txt", *more: str) -> str:
-    """Hash of stage-3 templates (recorded in predictions; keys calibrations)."""
-    return prompt_hash(*(n for n in (prompt, label_reask, *more) if n))
-
-
-def config_prompt_hash(cfg: VerdictConfig) -> str:
-    """Hash of the templates ``cfg`` uses: the defaults give ``verdict_prompt_hash()``; with
-    ``citations`` on, the cited prompt and the citation re-ask (no label re-ask: ``""``);
-    in scored mode the scored prompt, or the reasoning prompt and the label question."""
-    if cfg.mode == "stance":
-        return stance_prompt_hash(cfg)
-    if cfg.mode == "scored":
-        if cfg.reasoning_tokens:  # the reasoning's cap changes the scores too: it is hashed with the templates
-            templates = verdict_prompt_hash(cfg.prompt, cfg.scored_label_prompt)
-            return hashlib.sha256(f"{templates}\0reasoning_tokens={cfg.reasoning_tokens}".encode()).hexdigest()[:16]
-        return verdict_prompt_hash(cfg.scored_prompt, "")
-    if cfg.citations:
-        return verdict_prompt_hash(cfg.citations_prompt, cfg.label_reask, cfg.citations_reask)
-    return verdict_prompt_hash(cfg.prompt, cfg.label_reask)
 
 
 def shown_fields(claim: Claim) -> dict[str, str]:

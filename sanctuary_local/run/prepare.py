@@ -1,0 +1,99 @@
+"""Before a run starts: which claims, which config, and is everything it needs there."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from sanctuary_local.config import Config, load_config
+from sanctuary_local.errors import UserError
+from sanctuary_local.ids import file_sha256
+from sanctuary_local.records import Claim
+from sanctuary_local.run_types import RunOptions
+
+__all__ = ["preflight", "run_config", "run_fingerprint", "select_claims"]
+
+#: Python module each backend needs (checked before anything runs).
+_BACKEND_MODULES = {"vllm": ("vllm", "gpu"), "llama_cpp": ("llama_cpp", "cpu"), "openai_http": (None, None)}
+
+
+def select_claims(claims: list[Claim], claims_range: str | None, limit: int | None) -> list[Claim]:
+    """``--claims-range a:b`` (python slice over claim indices) then ``--limit N``."""
+    from sanctuary_local.io.claims import parse_claims_range
+
+    if claims_range:
+        selected = parse_claims_range(claims_range)
+        claims = [c for c in claims if c.index in selected]
+    if limit is not None:
+        if limit < 0:
+            raise UserError("--limit must be ≥ 0")
+        claims = claims[:limit]
+    return claims
+
+
+def run_config(opts: RunOptions) -> Config:
+    """The profile with the run's overrides, ``--workers`` and ``--models-dir`` applied."""
+    cfg = load_config(opts.profile, opts.overrides)
+    if opts.workers is not None:
+        cfg.retrieval.workers = opts.workers
+    if opts.models_dir:
+        cfg.models_dir = opts.models_dir
+    return cfg
+
+
+def run_fingerprint(cfg: Config, opts: RunOptions) -> dict[str, Any]:
+    """What a run directory's stage files were made with (``runstate.check_state``)."""
+    return {
+        "config": cfg.fingerprint(),
+        "claims_file": file_sha256(str(opts.claims)),
+        "store": str(Path(opts.store).resolve()),
+        "budget_s": opts.budget_s,
+    }
+
+
+def preflight(cfg: Config) -> None:
+    """Check every model and backend the run needs before any work starts, and report
+    all problems at once (a missing Phi-4 should not surface after an hour of stage 1)."""
+    problems = _backend_problems(cfg) + _model_problems(cfg)
+    if not problems and cfg.verdict.llm.backend != "openai_http":
+        from sanctuary_local.stages.calibration import prepared_calibration
+
+        try:  # a calibration for another model or prompt stops the run before stage 1, not after it
+            prepared_calibration(cfg.verdict, cfg.models_dir)
+        except UserError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise UserError("cannot start the run:\n  - " + "\n  - ".join(problems))
+
+
+def _backend_problems(cfg: Config) -> list[str]:
+    problems: list[str] = []
+    for where, llm in (("hyde.llm", cfg.hyde.llm), ("verdict.llm", cfg.verdict.llm)):
+        if llm.backend not in _BACKEND_MODULES:
+            problems.append(f"{where}.backend: unknown backend '{llm.backend}' (valid: {', '.join(_BACKEND_MODULES)})")
+            continue
+        module, extra = _BACKEND_MODULES[llm.backend]
+        if module and importlib.util.find_spec(module) is None:
+            problems.append(f"{where}: backend '{llm.backend}' needs the package '{module}': pip install 'sanctuary-local[{extra}]'")
+        if llm.backend == "openai_http" and not llm.base_url:
+            problems.append(f"{where}: backend 'openai_http' needs base_url")
+    return problems
+
+
+def _model_problems(cfg: Config) -> list[str]:
+    from sanctuary_local.models import resolve_model
+    from sanctuary_local.retrieval.embed import STATIC_PREFIX
+
+    problems: list[str] = []
+    roles = [("hyde.llm.model", cfg.hyde.llm), ("verdict.llm.model", cfg.verdict.llm),
+             ("retrieval.sts.model", cfg.retrieval.sts), ("retrieval.retriever.model", cfg.retrieval.retriever)]
+    for where, section in roles:
+        if getattr(section, "backend", None) == "openai_http":
+            continue  # the server holds the model
+        try:
+            # "static:<model>" is distilled from <model> on first use: <model> must be there
+            resolve_model(section.model.removeprefix(STATIC_PREFIX), cfg.models_dir)
+        except UserError as exc:
+            problems.append(f"{where}: {exc}")
+    return problems

@@ -1,0 +1,172 @@
+"""One function per stage, each ``(run, claims, level)``: the claims of ``claims`` not yet
+in the stage's file are done at budget level ``level`` and appended to it. ``execute``
+runs them in order; under a time budget ``execute_budgeted`` picks each stage's level."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from contextlib import closing
+from typing import Any
+
+from sanctuary_local.budget import BudgetPlanner, apply_level
+from sanctuary_local.config import Config
+from sanctuary_local.records import Claim, ClaimEvidence, HydeResult, Prediction
+from sanctuary_local.run.fallbacks import decompose_fallback, hyde_fallback, verdict_fallback
+from sanctuary_local.run.followup_round import FollowupRound
+from sanctuary_local.run.overlap import OverlappedRetrieval
+from sanctuary_local.run.state import RunState
+from sanctuary_local.run.upstream import with_upstream
+from sanctuary_local.run.waves import generate, llm_waves, wave_size
+
+__all__ = ["STEPS", "execute", "execute_budgeted", "stage_hyde", "verdict_calibration"]
+
+log = logging.getLogger("sanctuary_local")
+
+
+def stage_decompose(run: RunState, claims: list[Claim], level: int) -> None:
+    """Stage 0 (optional): each claim split into the parts stage 3 labels one by one."""
+    from sanctuary_local.stages.decompose import run_decompose
+
+    todo = [c for c in claims if c.index not in run.decompose] if run.cfg.decompose.enabled else []
+    if todo:
+        cfg = apply_level(run.cfg, level)
+        generate(run, "decompose", run.decompose, todo, cfg.hyde.llm, wave_size(cfg.hyde.llm), level,
+                 lambda backend, w: run_decompose(w, backend, cfg.decompose), decompose_fallback)
+
+
+def stage_hyde(run: RunState, claims: list[Claim], level: int,
+               on_wave: Callable[[list[HydeResult]], None] | None = None, n_waves: int = 1) -> None:
+    """Stage 1: HyDE questions; ``on_wave`` gets each finished wave (overlapped stage 2)."""
+    from sanctuary_local.stages import hyde as hyde_stage
+
+    todo = [c for c in claims if c.index not in run.hyde]
+    if not todo:
+        return
+    cfg = apply_level(run.cfg, level)
+    size = wave_size(cfg.hyde.llm)
+    if n_waves > 1:  # overlapping: at least n_waves waves so stage 2 starts early
+        size = max(1, min(size, max(8, -(-len(todo) // n_waves))))
+    generate(run, "hyde", run.hyde, todo, cfg.hyde.llm, size, level,
+             lambda backend, w: hyde_stage.run_hyde(w, backend, cfg.hyde), lambda c, e: hyde_fallback(c, cfg, e),
+             on_wave)
+
+
+def stage_retrieval(run: RunState, claims: list[Claim], level: int) -> None:
+    """Stage 2: retrieval in the worker pool, each claim recorded as its result comes in."""
+    from sanctuary_local.stages.evidence import run_retrieval
+
+    todo = [run.retrieval_input(run.hyde.records[c.index]) for c in claims
+            if c.index not in run.evidence and c.index in run.hyde]
+    if not todo:
+        return
+    run.stops.check()
+    cfg = apply_level(run.cfg, level)
+    with run.reporter.stage("retrieval", len(todo)) as st:
+        def done(ev: ClaimEvidence) -> None:
+            if run.stops.keep(ev):
+                run.evidence.append(ev.claim_index, run.trusted(ev),
+                                    {"seconds": float(ev.timings.get("total", 0.0)), "budget_level": level})
+                st.advance()
+
+        run_retrieval(run.opts.store, todo, cfg.retrieval, models_dir=cfg.models_dir,
+                      workers=cfg.retrieval.workers, on_result=done, should_stop=run.stops.stopping)
+    run.stops.check()
+
+
+def stage_hyde_overlapping_retrieval(run: RunState, claims: list[Claim], level: int) -> None:
+    """Stages 1+2 at once (``RunState.overlapping``), see ``overlap.py``."""
+    OverlappedRetrieval(run, level, stage_hyde).execute(claims)
+
+
+def stage_followup(run: RunState, claims: list[Claim], level: int) -> None:
+    """The optional follow-up round (``followup.enabled``), see ``followup_round.py``."""
+    if run.cfg.followup.enabled:
+        FollowupRound(run, level).execute(claims)
+
+
+def stage_verdict(run: RunState, claims: list[Claim], level: int) -> None:
+    """Stage 3: the verdict of every claim with evidence, completed by ``with_upstream``."""
+    from sanctuary_local.stages import verdict as verdict_stage
+
+    evidence = run.final_evidence()
+    todo = [(c, run.hyde.records[c.index], evidence.records[c.index])
+            for c in claims if c.index not in run.verdict and c.index in evidence]
+    if not todo:
+        return
+    run.stops.check()
+    cfg = apply_level(run.cfg, level)
+
+    def parts(c: Claim) -> Any:
+        d = run.decompose.records.get(c.index) if cfg.decompose.enabled else None
+        if d is None or len(d.components) < 2:
+            return None
+        return verdict_stage.Parts(d.components, cfg.decompose.verdict_prompt, cfg.decompose.parts_reask)
+
+    calibration = verdict_calibration(cfg)
+
+    def work(backend: Any, w: list[tuple[Claim, HydeResult, ClaimEvidence]]) -> list[Prediction]:
+        return verdict_stage.run_verdict([x[0] for x in w], [x[1] for x in w], [x[2] for x in w], backend, cfg.verdict,
+                                         [parts(x[0]) for x in w], calibration)
+
+    with run.reporter.stage("verdict", len(todo)) as st:
+        stream = llm_waves(st, cfg.verdict.llm, cfg.models_dir, todo, wave_size(cfg.verdict.llm), work,
+                           lambda x, e: verdict_fallback(x[0], x[1], x[2], e))
+        with closing(stream):
+            for wave, preds, per in stream:
+                for (c, _, _), p in zip(wave, preds):
+                    p = with_upstream(run, c, p, per, level, cfg)
+                    run.verdict.append(c.index, p, {"seconds": per, "budget_level": level})
+                    st.advance(int(p.meta.get("prompt_tokens", 0)), int(p.meta.get("completion_tokens", 0)))
+                run.stops.check()
+
+
+def verdict_calibration(cfg: Config) -> Any:
+    """Stage 3's calibration, checked against its model and prompts (None: raw scores)."""
+    if cfg.verdict.llm.backend == "openai_http" and cfg.verdict.calibration:
+        from sanctuary_local.stages.calibration import load_calibration
+
+        return load_calibration(cfg.verdict.calibration)  # the server's model file is not ours to hash
+    from sanctuary_local.stages.calibration import prepared_calibration
+
+    return prepared_calibration(cfg.verdict, cfg.models_dir)
+
+
+#: Stage name (``RunState.stage_names``) → the function that runs it.
+STEPS: dict[str, Callable[[RunState, list[Claim], int], None]] = {
+    "decompose": stage_decompose, "hyde": stage_hyde, "retrieval": stage_retrieval,
+    "followup": stage_followup, "verdict": stage_verdict,
+}
+
+
+def execute(run: RunState) -> None:
+    """Every stage in order for all claims (stages 1+2 overlapped where that pays)."""
+    if run.planner is not None:
+        return execute_budgeted(run, run.planner)
+    stage_decompose(run, run.claims, 0)
+    if run.overlapping():
+        stage_hyde_overlapping_retrieval(run, run.claims, 0)
+    else:
+        stage_hyde(run, run.claims, 0)
+        stage_retrieval(run, run.claims, 0)
+    stage_followup(run, run.claims, 0)
+    stage_verdict(run, run.claims, 0)
+
+
+def execute_budgeted(run: RunState, planner: BudgetPlanner) -> None:
+    """A pilot of the first claims at full settings, then each stage of the rest at the
+    level the planner picks from the measured per-claim costs."""
+    claims = run.claims
+    pilot_n = min(len(claims), max(2, min(8, len(claims) // 20)))
+    pilot, rest = claims[:pilot_n], claims[pilot_n:]
+    stages = run.stage_names()  # the overlapped stages 1+2 are not used under a budget
+    for name in stages:
+        STEPS[name](run, pilot, 0)
+    for i, name in enumerate(stages):
+        per_claim = run.reporter.per_claim_costs()
+        level = planner.choose(time.perf_counter() - run.t0, pilot_n, per_claim, stages[i:], len(rest))
+        log.info("budget: stage %s runs the remaining %d claims at level %d (projected %.1f s/claim, budget %.1f)",
+                 name, len(rest), level, planner.projected_s or 0.0, planner.budget_s)
+        run.reporter.note_budget(name, level, planner.projected_s)
+        STEPS[name](run, rest, level)
