@@ -38,7 +38,7 @@ from sanctuary_local.models import set_offline_env
 from sanctuary_local.records import ClaimEvidence, Claim, Decomposition, HydeResult, Prediction
 from sanctuary_local.reporting import RunReporter
 from sanctuary_local.run_types import RunOptions, RunSummary
-from sanctuary_local.runstate import STAGE_FILES, StageFile, check_state, storage_error
+from sanctuary_local.runstate import STAGE_FILES, StageFile, storage_error
 
 __all__ = ["RunOptions", "RunSummary", "preflight", "run_pipeline", "select_claims"]
 
@@ -182,14 +182,11 @@ class _Run:
         self.claims = select_claims(read_claims(opts.claims), opts.claims_range, opts.limit)
         self.by_index = {c.index: c for c in self.claims}
         self.out = Path(opts.out)
-        fingerprint = {
-            "config": cfg.fingerprint(),
-            "claims_file": file_sha256(str(opts.claims)),
-            "store": str(Path(opts.store).resolve()),
-            "budget_s": opts.budget_s,
-        }
-        check_state(self.out, fingerprint, opts.force)
-        self.reporter = RunReporter(self.out, cfg, opts, quiet=opts.quiet)
+        from sanctuary_local.runstate import run_identity
+
+        identity = run_identity(self.out, cfg, file_sha256(str(opts.claims)), self.store, [c.index for c in self.claims], opts)
+        fingerprint = identity["fingerprint"]
+        self.reporter = RunReporter(self.out, cfg, opts, quiet=opts.quiet, identity=identity)
         self.hyde = StageFile(self.out / STAGE_FILES["hyde"], HydeResult.from_dict)
         self.evidence = StageFile(self.out / STAGE_FILES["retrieval"], ClaimEvidence.from_dict)
         self.verdict = StageFile(self.out / STAGE_FILES["verdict"], Prediction.from_dict)
@@ -208,6 +205,12 @@ class _Run:
         self.planner = (
             BudgetPlanner(cfg, opts.budget_s, len(self.claims)) if opts.budget_s else None
         )
+        if self.planner is not None:  # a resumed run plans with the budget left to it
+            from sanctuary_local.budget import resume_planner
+
+            resume_planner(self.planner, self.reporter.earlier_attempts(), {"decompose": self.decompose, "hyde": self.hyde,
+                           "retrieval": self.evidence, "followup": self.followup, "verdict": self.verdict},
+                           [c.index for c in self.claims])
         self.t0 = time.perf_counter()
 
     # ------------------------------------------------- stage 0: decomposition (optional)

@@ -111,8 +111,11 @@ class StageTracker:
 class RunReporter:
     """Everything a run shows and writes besides the stage files."""
 
-    def __init__(self, out: Path, cfg: Config, opts: RunOptions, quiet: bool = False) -> None:
+    def __init__(self, out: Path, cfg: Config, opts: RunOptions, quiet: bool = False,
+                 identity: dict[str, Any] | None = None) -> None:
         self.out, self.cfg, self.opts = out, cfg, opts
+        self.identity = identity or {}
+        """``{"fingerprint": …, "code": …}`` of the run (``fingerprint.py``), in the manifest."""
         self.console = Console(stderr=True, quiet=quiet)
         self._setup_log()
         self.stats: dict[str, dict[str, Any]] = {
@@ -130,6 +133,11 @@ class RunReporter:
         self.gpu = GpuSampler()
         self.t0 = time.perf_counter()
         _dump(out / "config.json", cfg.to_dict())
+        self._attempts = _earlier_attempts(out / "manifest.json")
+        self._attempt: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": opts.argv,
+                                         "wall_s": 0.0, "stages": {}, "status": "running"}
+        self._static_manifest: dict[str, Any] | None = None
+        self.write_manifest()  # from the start: a killed run's partial files say what made them
         log.info("sanctuary-local %s run: %s", __version__, " ".join(opts.argv) or "(api)")
         self.console.print(f"[bold]profile[/] {cfg.profile}  [bold]out[/] {out}  (effective config saved to "
                            f"{out / 'config.json'}; --show-config prints it)", highlight=False, soft_wrap=True)
@@ -164,6 +172,10 @@ class RunReporter:
                 log.info("stage %s: %.1f s for %d claims", name, dt, n)
             else:  # stopped early (interrupted, or a storage error)
                 log.info("stage %s: %.1f s, stopped after %d of %d claims", name, dt, done, n)
+            try:
+                self.write_manifest()
+            except OSError:  # the stage's own error (disk full…) is the one to report
+                pass
 
     def per_claim_costs(self) -> dict[str, float]:
         """Measured wall seconds per claim of each stage so far (load time included)."""
@@ -195,7 +207,7 @@ class RunReporter:
         n_selected = len(preds) if n_selected is None else n_selected
         timings = {"complete": len(preds) == n_selected, "n_selected": n_selected, **timings}
         _dump(self.out / "timings.json", timings)
-        _dump(self.out / "manifest.json", self._manifest())
+        self.write_manifest("complete" if timings["complete"] else "interrupted")
         self._handler.flush()
         return timings
 
@@ -223,17 +235,41 @@ class RunReporter:
                              "levels": dict(Counter(str(p.meta.get("budget", {}).get("levels", {}).get("verdict", 0)) for p in preds))}
         return out
 
+    def earlier_attempts(self) -> dict[str, Any]:
+        """Wall seconds and per-stage ``{"total_s", "n"}`` of this run's earlier attempts."""
+        stages: dict[str, dict[str, float]] = {}
+        for a in self._attempts:
+            for name, st in (a.get("stages") or {}).items():
+                acc = stages.setdefault(name, {"total_s": 0.0, "n": 0})
+                acc["total_s"] += float(st.get("total_s") or 0.0)
+                acc["n"] += int(st.get("n") or 0)
+        return {"wall_s": sum(float(a.get("wall_s") or 0.0) for a in self._attempts), "stages": stages}
+
+    def write_manifest(self, status: str = "running") -> None:
+        """``manifest.json``: what produces this run's files (code, models, prompts, config,
+        fingerprint) and its attempts so far; written at the start, after every stage and
+        at the end (``status``: running, complete, interrupted)."""
+        if self._static_manifest is None:
+            self._static_manifest = self._manifest()
+        self._attempt.update(status=status, wall_s=round(time.perf_counter() - self.t0, 3),
+                             stages={k: {"total_s": round(v["total_s"], 3), "n": v["n"]} for k, v in self.stats.items()})
+        _dump(self.out / "manifest.json", {**self._static_manifest, "status": status,
+                                           "attempts": [*self._attempts, self._attempt]})
+
     def _manifest(self) -> dict[str, Any]:
         models = {}
         for role, name in (("hyde_llm", self.cfg.hyde.llm.model), ("verdict_llm", self.cfg.verdict.llm.model),
                            ("sts_embedder", self.cfg.retrieval.sts.model), ("retrieval_embedder", self.cfg.retrieval.retriever.model)):
             models[role] = _model_entry(name, self.cfg.models_dir)
-        prompts = {}
-        try:
+        fingerprint = self.identity.get("fingerprint") or {}
+        try:  # the template hashes predictions record (fingerprint.prompts adds each stage's settings)
+            from sanctuary_local.stages.decompose import decompose_prompt_hash
+            from sanctuary_local.stages.followup import followup_prompt_hash
             from sanctuary_local.stages.hyde import hyde_prompt_hash
             from sanctuary_local.stages.verdict import config_prompt_hash
 
-            prompts = {"hyde": hyde_prompt_hash(self.cfg.hyde.prompt), "verdict": config_prompt_hash(self.cfg.verdict)}
+            prompts = {"hyde": hyde_prompt_hash(self.cfg.hyde.prompt), "decompose": decompose_prompt_hash(self.cfg.decompose),
+                       "followup": followup_prompt_hash(self.cfg.followup.prompt), "verdict": config_prompt_hash(self.cfg.verdict)}
         except Exception as exc:  # noqa: BLE001 - the manifest must still be written
             prompts = {"error": str(exc)}
         versions = {}
@@ -243,8 +279,9 @@ class RunReporter:
             except metadata.PackageNotFoundError:
                 continue
         return {
-            "sanctuary_local": __version__, "argv": self.opts.argv, "config": self.cfg.to_dict(),
-            "config_fingerprint": self.cfg.fingerprint(), "seed": self.cfg.seed, "models": models,
+            "sanctuary_local": __version__, "code": self.identity.get("code"), "fingerprint": fingerprint,
+            "argv": self.opts.argv, "config": self.cfg.to_dict(),
+            "config_fingerprint": fingerprint.get("config"), "seed": self.cfg.seed, "models": models,
             "prompts": prompts, "packages": versions,
             "inputs": {"claims": str(self.opts.claims), "claims_sha256": file_sha256(str(self.opts.claims)), "store": str(self.opts.store)},
             "host": {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0],
@@ -305,6 +342,16 @@ def _dist(xs: list[float]) -> dict[str, float | None]:
     s = sorted(xs)
     p95 = s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))]
     return {"mean": round(statistics.fmean(s), 4), "p50": round(statistics.median(s), 4), "p95": round(p95, 4)}
+
+
+def _earlier_attempts(path: Path) -> list[dict[str, Any]]:
+    """The ``attempts`` an earlier ``manifest.json`` of this run directory recorded."""
+    try:
+        data = orjson.loads(path.read_bytes()) if path.is_file() else {}
+    except (OSError, orjson.JSONDecodeError):
+        return []
+    attempts = data.get("attempts") if isinstance(data, dict) else None
+    return [a for a in attempts if isinstance(a, dict)] if isinstance(attempts, list) else []
 
 
 def _model_entry(name: str, models_dir: str) -> dict[str, Any]:

@@ -42,7 +42,8 @@ def run(
     claims_range: str = typer.Option(None, "--claims-range", help="Claim indices a:b (python slice)."),
     workers: int = typer.Option(None, "--workers", help="Retrieval processes (default: CPU count)."),
     budget_s: float = typer.Option(None, "--budget-s", help="Target mean seconds per claim; degrades documented knobs when over."),
-    force: bool = typer.Option(False, "--force", help="Discard partial results of a different config in --out."),
+    force: bool = typer.Option(False, "--force", help="--out holds results of different settings, data, code or models: keep its completed claims, redo the rest with these."),
+    restart: bool = typer.Option(False, "--restart", help="Discard every result in --out and start over."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars, no verdicts on the console."),
     show_config: bool = typer.Option(False, "--show-config", help="Print the effective config (JSON) before the run; it is always saved to --out/config.json."),
     models_dir: str = typer.Option(None, "--models-dir", help="Where fetched models live (default: models/)."),
@@ -67,7 +68,7 @@ def run(
         raise UserError("--workers must be > 0")
     opts = RunOptions(
         claims=claims, store=store, out=out, profile=profile, limit=limit, claims_range=claims_range,
-        workers=workers, budget_s=budget_s, force=force, quiet=quiet, show_config=show_config,
+        workers=workers, budget_s=budget_s, force=force, restart=restart, quiet=quiet, show_config=show_config,
         overrides=parse_overrides(set_) or None,
         models_dir=models_dir, overlap=overlap, reuse_from=reuse_from, argv=["sanctuary-local", *sys.argv[1:]],
     )
