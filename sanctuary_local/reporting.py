@@ -1,19 +1,16 @@
-"""Run outputs and user feedback: progress bars, run.log, timings.json, manifest.json,
-predictions.json, submission.csv and the final summary table."""
+"""Run outputs and user feedback: progress bars, run.log, timings.json, manifest.json
+(``run_manifest.py``), predictions.json, submission.csv and the final summary table."""
 
 from __future__ import annotations
 
 import logging
-import platform
 import resource
 import statistics
-import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +21,6 @@ from rich.table import Table
 
 from sanctuary_local import __version__
 from sanctuary_local.config import Config
-from sanctuary_local.errors import UserError
-from sanctuary_local.ids import file_sha256
 from sanctuary_local.io.safe_io import atomic_write_bytes, open_append
 
 if TYPE_CHECKING:
@@ -34,9 +29,9 @@ if TYPE_CHECKING:
     from sanctuary_local.runstate import StageFile
 
 log = logging.getLogger("sanctuary_local")
-PACKAGES = ("sanctuary-local", "torch", "transformers", "sentence-transformers", "faiss-cpu", "faiss-gpu-cu12",
-            "vllm", "llama-cpp-python", "bm25s", "chonkie", "numpy", "nltk")
 _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+#: Most seconds between two writes of ``manifest.json`` while a stage runs.
+MANIFEST_EVERY_S = 30.0
 
 
 def _dump(path: Path, obj: Any) -> None:
@@ -86,9 +81,11 @@ class GpuSampler:
 class StageTracker:
     """Wall time, model-load time, tokens and progress of one stage call."""
 
-    def __init__(self, name: str, stats: dict[str, Any], progress: Progress, n: int) -> None:
+    def __init__(self, name: str, stats: dict[str, Any], progress: Progress, n: int,
+                 on_claim: Callable[[], None] | None = None) -> None:
         self.name, self.stats, self.progress = name, stats, progress
         self.task = progress.add_task(f"stage {name}", total=n)
+        self._on_claim = on_claim
 
     def timed_load(self, fn: Callable[[], Any]) -> Any:
         t = time.perf_counter()
@@ -101,6 +98,8 @@ class StageTracker:
         self.tokens(tokens_in, tokens_out)
         self.stats["n"] += 1
         self.progress.advance(self.task)
+        if self._on_claim is not None:
+            self._on_claim()
 
     def tokens(self, tokens_in: int, tokens_out: int) -> None:
         """Count LLM tokens without finishing a claim (a stage with a model step and a retrieval step)."""
@@ -114,8 +113,6 @@ class RunReporter:
     def __init__(self, out: Path, cfg: Config, opts: RunOptions, quiet: bool = False,
                  identity: dict[str, Any] | None = None) -> None:
         self.out, self.cfg, self.opts = out, cfg, opts
-        self.identity = identity or {}
-        """``{"fingerprint": …, "code": …}`` of the run (``fingerprint.py``), in the manifest."""
         self.console = Console(stderr=True, quiet=quiet)
         self._setup_log()
         self.stats: dict[str, dict[str, Any]] = {
@@ -133,10 +130,10 @@ class RunReporter:
         self.gpu = GpuSampler()
         self.t0 = time.perf_counter()
         _dump(out / "config.json", cfg.to_dict())
-        self._attempts = _earlier_attempts(out / "manifest.json")
-        self._attempt: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": opts.argv,
-                                         "wall_s": 0.0, "stages": {}, "status": "running"}
-        self._static_manifest: dict[str, Any] | None = None
+        from sanctuary_local.run_manifest import RunManifest
+
+        self._running: dict[str, float] = {}  # stage → when its current call started
+        self.manifest = RunManifest(out, cfg, opts, identity or {}, self.t0)
         self.write_manifest()  # from the start: a killed run's partial files say what made them
         log.info("sanctuary-local %s run: %s", __version__, " ".join(opts.argv) or "(api)")
         self.console.print(f"[bold]profile[/] {cfg.profile}  [bold]out[/] {out}  (effective config saved to "
@@ -159,11 +156,13 @@ class RunReporter:
     @contextmanager
     def stage(self, name: str, n: int) -> Iterator[StageTracker]:
         log.info("stage %s: %d claims", name, n)
-        tracker = StageTracker(name, self.stats[name], self.progress, n)
+        tracker = StageTracker(name, self.stats[name], self.progress, n, self._progress_manifest)
         t, n0 = time.perf_counter(), self.stats[name]["n"]
+        self._running[name] = t
         try:
             yield tracker
         finally:
+            self._running.pop(name, None)
             dt = time.perf_counter() - t
             done = self.stats[name]["n"] - n0
             self.stats[name]["total_s"] += dt
@@ -237,56 +236,23 @@ class RunReporter:
 
     def earlier_attempts(self) -> dict[str, Any]:
         """Wall seconds and per-stage ``{"total_s", "n"}`` of this run's earlier attempts."""
-        stages: dict[str, dict[str, float]] = {}
-        for a in self._attempts:
-            for name, st in (a.get("stages") or {}).items():
-                acc = stages.setdefault(name, {"total_s": 0.0, "n": 0})
-                acc["total_s"] += float(st.get("total_s") or 0.0)
-                acc["n"] += int(st.get("n") or 0)
-        return {"wall_s": sum(float(a.get("wall_s") or 0.0) for a in self._attempts), "stages": stages}
+        return self.manifest.earlier_attempts()
 
     def write_manifest(self, status: str = "running") -> None:
-        """``manifest.json``: what produces this run's files (code, models, prompts, config,
-        fingerprint) and its attempts so far; written at the start, after every stage and
-        at the end (``status``: running, complete, interrupted)."""
-        if self._static_manifest is None:
-            self._static_manifest = self._manifest()
-        self._attempt.update(status=status, wall_s=round(time.perf_counter() - self.t0, 3),
-                             stages={k: {"total_s": round(v["total_s"], 3), "n": v["n"]} for k, v in self.stats.items()})
-        _dump(self.out / "manifest.json", {**self._static_manifest, "status": status,
-                                           "attempts": [*self._attempts, self._attempt]})
+        """``manifest.json`` now (``run_manifest.py``); a stage still running counts its seconds so far."""
+        now = time.perf_counter()
+        stages = {k: {"total_s": round(v["total_s"] + (now - self._running[k] if k in self._running else 0.0), 3),
+                      "n": v["n"]} for k, v in self.stats.items()}
+        self.manifest.write(stages, status)
 
-    def _manifest(self) -> dict[str, Any]:
-        models = {}
-        for role, name in (("hyde_llm", self.cfg.hyde.llm.model), ("verdict_llm", self.cfg.verdict.llm.model),
-                           ("sts_embedder", self.cfg.retrieval.sts.model), ("retrieval_embedder", self.cfg.retrieval.retriever.model)):
-            models[role] = _model_entry(name, self.cfg.models_dir)
-        fingerprint = self.identity.get("fingerprint") or {}
-        try:  # the template hashes predictions record (fingerprint.prompts adds each stage's settings)
-            from sanctuary_local.stages.decompose import decompose_prompt_hash
-            from sanctuary_local.stages.followup import followup_prompt_hash
-            from sanctuary_local.stages.hyde import hyde_prompt_hash
-            from sanctuary_local.stages.verdict import config_prompt_hash
-
-            prompts = {"hyde": hyde_prompt_hash(self.cfg.hyde.prompt), "decompose": decompose_prompt_hash(self.cfg.decompose),
-                       "followup": followup_prompt_hash(self.cfg.followup.prompt), "verdict": config_prompt_hash(self.cfg.verdict)}
-        except Exception as exc:  # noqa: BLE001 - the manifest must still be written
-            prompts = {"error": str(exc)}
-        versions = {}
-        for pkg in PACKAGES:
+    def _progress_manifest(self) -> None:
+        """After a finished claim: the manifest again when it is ``MANIFEST_EVERY_S`` old
+        (what a killed run spent is then known to within that, for ``--budget-s``)."""
+        if self.manifest.age() >= MANIFEST_EVERY_S:
             try:
-                versions[pkg] = metadata.version(pkg)
-            except metadata.PackageNotFoundError:
-                continue
-        return {
-            "sanctuary_local": __version__, "code": self.identity.get("code"), "fingerprint": fingerprint,
-            "argv": self.opts.argv, "config": self.cfg.to_dict(),
-            "config_fingerprint": fingerprint.get("config"), "seed": self.cfg.seed, "models": models,
-            "prompts": prompts, "packages": versions,
-            "inputs": {"claims": str(self.opts.claims), "claims_sha256": file_sha256(str(self.opts.claims)), "store": str(self.opts.store)},
-            "host": {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0],
-                     "cpu_count": __import__("os").cpu_count()},
-        }
+                self.write_manifest()
+            except OSError:  # the stage file written next reports a full disk
+                pass
 
     def print_summary(self, s: RunSummary) -> None:
         t = Table(title=f"sanctuary-local: {s.n_claims} claims → {s.out_dir}")
@@ -342,35 +308,3 @@ def _dist(xs: list[float]) -> dict[str, float | None]:
     s = sorted(xs)
     p95 = s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))]
     return {"mean": round(statistics.fmean(s), 4), "p50": round(statistics.median(s), 4), "p95": round(p95, 4)}
-
-
-def _earlier_attempts(path: Path) -> list[dict[str, Any]]:
-    """The ``attempts`` an earlier ``manifest.json`` of this run directory recorded."""
-    try:
-        data = orjson.loads(path.read_bytes()) if path.is_file() else {}
-    except (OSError, orjson.JSONDecodeError):
-        return []
-    attempts = data.get("attempts") if isinstance(data, dict) else None
-    return [a for a in attempts if isinstance(a, dict)] if isinstance(attempts, list) else []
-
-
-def _model_entry(name: str, models_dir: str) -> dict[str, Any]:
-    """Model id and file hashes (large files: size only unless a checksum record exists)."""
-    from sanctuary_local.models import resolve_model
-
-    try:
-        path = resolve_model(name, models_dir)
-    except UserError as exc:
-        return {"name": name, "error": str(exc)}
-    entry: dict[str, Any] = {"name": name, "path": str(path)}
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    hashes = {}
-    for f in files[:200]:
-        rel = f.name if path.is_file() else str(f.relative_to(path))
-        size = f.stat().st_size
-        hashes[rel] = {"size": size, "sha256": file_sha256(str(f)) if size <= 512 * 2**20 else None}
-    entry["files"] = hashes
-    record = path / ".sanctuary-checksums.json" if path.is_dir() else None
-    if record is not None and record.exists():
-        entry["checksums_record"] = orjson.loads(record.read_bytes())
-    return entry
