@@ -71,7 +71,11 @@ class RunManifest:
         return time.perf_counter() - self._written_at
 
     def write(self, stages: dict[str, dict[str, Any]], status: str = "running") -> None:
-        """Write it with this attempt's per-stage figures ``stages`` and ``status``."""
+        """Write it with this attempt's per-stage figures ``stages`` and ``status``; not
+        when ``out`` has gone (the stage file written next reports that, and a run never
+        recreates a removed output directory behind its user's back)."""
+        if not self.out.is_dir():
+            return
         with self._lock:
             if self._fixed is None:
                 self._fixed = self._fixed_part()

@@ -90,7 +90,9 @@ def eval_command(
         None, "--claims-range", help="Score only claim ids a:b (e.g. a `run --claims-range a:b` against the full gold file)."
     ),
 ) -> None:
-    """Score predictions against gold: label metrics, Hungarian METEOR, optional Ev2R."""
+    """Score predictions against gold: label metrics, Hungarian METEOR, optional Ev2R.
+
+    For a subset (claim ids other than 0…n-1) also writes official_submission.csv and official_solution.csv into --out: the same claims renumbered 0…n-1, which the official FEVER-8 scorer (it matches rows by position) scores as eval does."""
     from sanctuary_local.evaluation.evaluate import evaluate
     from sanctuary_local.evaluation.inputs import align, load_gold, load_predictions, select_range
     from sanctuary_local.evaluation.report import summary_table, write_outputs
