@@ -46,10 +46,14 @@ __all__ = ["EXECUTION_SETTINGS", "HashCache", "code_identity", "config_identity"
 
 #: Config keys that change how a run executes, not what it computes (``*`` = any one
 #: section: ``hyde`` or ``verdict``). Changing them resumes a run and lets ``--reuse-from``
-#: copy its stages. Models are fingerprinted by content, so where they live is one of them.
+#: copy its stages. Models are fingerprinted by content, so where they live is one of them
+#: (moving a model keeps the fingerprint; another model under the same path changes it).
 EXECUTION_SETTINGS: tuple[str, ...] = (
     "profile",  # the profile's name; the values it sets are fingerprinted
-    "models_dir",  # where models are found; the models themselves are hashed
+    "models_dir",  # where models are found; the models themselves are hashed (``models``)
+    "*.llm.model",  # which file or folder holds a model: its content is in ``models``
+    "retrieval.sts.model",
+    "retrieval.retriever.model",
     "retrieval.workers",  # retrieval processes
     "retrieval.index_cache",  # where BM25 indexes are cached (same index either way)
     "*.llm.n_threads",  # llama.cpp CPU threads

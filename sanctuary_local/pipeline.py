@@ -29,7 +29,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sanctuary_local.budget import STAGES, BudgetPlanner, apply_level, knobs
+from sanctuary_local.budget import STAGES, BudgetPlanner, apply_level, knobs, resume_planner
 from sanctuary_local.config import Config, load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.ids import file_sha256
@@ -38,7 +38,7 @@ from sanctuary_local.models import set_offline_env
 from sanctuary_local.records import ClaimEvidence, Claim, Decomposition, HydeResult, Prediction
 from sanctuary_local.reporting import RunReporter
 from sanctuary_local.run_types import RunOptions, RunSummary
-from sanctuary_local.runstate import STAGE_FILES, StageFile, storage_error
+from sanctuary_local.runstate import STAGE_FILES, StageFile, run_identity, storage_error
 
 __all__ = ["RunOptions", "RunSummary", "preflight", "run_pipeline", "select_claims"]
 
@@ -182,8 +182,6 @@ class _Run:
         self.claims = select_claims(read_claims(opts.claims), opts.claims_range, opts.limit)
         self.by_index = {c.index: c for c in self.claims}
         self.out = Path(opts.out)
-        from sanctuary_local.runstate import run_identity
-
         identity = run_identity(self.out, cfg, file_sha256(str(opts.claims)), self.store, [c.index for c in self.claims], opts)
         fingerprint = identity["fingerprint"]
         self.reporter = RunReporter(self.out, cfg, opts, quiet=opts.quiet, identity=identity)
@@ -206,8 +204,6 @@ class _Run:
             BudgetPlanner(cfg, opts.budget_s, len(self.claims)) if opts.budget_s else None
         )
         if self.planner is not None:  # a resumed run plans with the budget left to it
-            from sanctuary_local.budget import resume_planner
-
             resume_planner(self.planner, self.reporter.earlier_attempts(), {"decompose": self.decompose, "hyde": self.hyde,
                            "retrieval": self.evidence, "followup": self.followup, "verdict": self.verdict},
                            [c.index for c in self.claims])

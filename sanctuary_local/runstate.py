@@ -226,7 +226,10 @@ def check_state(out: Path, fingerprint: dict[str, Any], force: bool, restart: bo
     old = _read_state(state_path)
     history = old.get("history") if isinstance(old.get("history"), list) else []
     old_fp = old.get("fingerprint") if isinstance(old.get("fingerprint"), dict) else {}
-    changed = fingerprint_changes(old_fp, fingerprint) if old else []
+    if old_fp.get("unreadable"):
+        changed = [f"{STATE_FILE} is unreadable"]
+    else:
+        changed = fingerprint_changes(old_fp, fingerprint) if old else []
     if restart:
         clear_stage_files(out)
         (out / "manifest.json").unlink(missing_ok=True)  # its attempts (spent budget) go too

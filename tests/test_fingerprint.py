@@ -291,3 +291,24 @@ def test_the_manifest_is_written_at_the_start_and_keeps_earlier_attempts(tmp_pat
         assert after["attempts"][-1]["stages"]["hyde"]["n"] == 1  # updated as the stage finished
     finally:
         reporter.close_progress()
+
+
+# ------------------------------------------------------------------ the models
+def test_models_are_identified_by_content_not_by_path(tmp_path: Path) -> None:
+    from sanctuary_local.fingerprint import model_identities
+
+    a, b = tmp_path / "a.gguf", tmp_path / "moved" / "b.gguf"
+    a.write_bytes(b"weights v1")
+    b.parent.mkdir()
+    b.write_bytes(b"weights v1")
+
+    def cfg(path: Path) -> Config:
+        return load_config("cpu-fast", {"verdict": {"llm": {"model": str(path)}}})
+
+    cache = HashCache(None)
+    assert model_identities(cfg(a), cache)["verdict_llm"] == model_identities(cfg(b), cache)["verdict_llm"]
+    assert config_identity(cfg(a)) == config_identity(cfg(b))  # a moved model resumes
+    b.write_bytes(b"weights v2")
+    assert model_identities(cfg(a), cache)["verdict_llm"] != model_identities(cfg(b), cache)["verdict_llm"]
+    server = load_config("cpu-fast", {"verdict": {"llm": {"backend": "openai_http", "model": "qwen"}}})
+    assert model_identities(server, cache)["verdict_llm"] == "server:qwen"
