@@ -308,7 +308,7 @@ def test_models_are_identified_by_content_not_by_path(tmp_path: Path) -> None:
     cache = HashCache(None)
     assert model_identities(cfg(a), cache)["verdict_llm"] == model_identities(cfg(b), cache)["verdict_llm"]
     assert config_identity(cfg(a)) == config_identity(cfg(b))  # a moved model resumes
-    b.write_bytes(b"weights v2")
+    b.write_bytes(b"weights v2, longer")
     assert model_identities(cfg(a), cache)["verdict_llm"] != model_identities(cfg(b), cache)["verdict_llm"]
     server = load_config("cpu-fast", {"verdict": {"llm": {"backend": "openai_http", "model": "qwen"}}})
     assert model_identities(server, cache)["verdict_llm"] == "server:qwen"
