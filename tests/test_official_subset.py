@@ -141,3 +141,10 @@ def test_no_pair_for_a_whole_file_or_with_missing_predictions(subset: tuple[Path
     result = write_official_pair(partial, tmp_path)
     assert not result["written"] and "1 claims have no prediction" in result["reason"]
     assert not (tmp_path / "official_submission.csv").exists()
+
+
+def test_convert_gold_only_with_predictions_to_csv(dev_claims_path: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["convert", str(dev_claims_path), "--to", str(tmp_path / "solution.csv"), "--gold", str(dev_claims_path)])
+    assert rc == 2 and "--gold goes with a predictions JSON" in capsys.readouterr().err
+    assert not (tmp_path / "solution.csv").exists()

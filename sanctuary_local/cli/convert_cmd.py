@@ -128,12 +128,12 @@ def convert(
 ) -> tuple[Fmt, Fmt, int]:
     """Convert ``src`` to ``dst``; returns (input format, output format, number of rows).
     ``gold``: see the module docstring (predictions → leaderboard only)."""
-    if gold is not None and not (src_fmt in (None, Fmt.predictions) and (dst_fmt or output_format(dst)) is Fmt.leaderboard):
-        raise UserError("--gold goes with a predictions JSON → leaderboard CSV conversion")
     if src.resolve() == dst.resolve():
         raise UserError(f"{dst}: output would overwrite the input")
     src_fmt = src_fmt or sniff_input(src)
     dst_fmt = dst_fmt or output_format(dst)
+    if gold is not None and (src_fmt, dst_fmt) != (Fmt.predictions, Fmt.leaderboard):
+        raise UserError("--gold goes with a predictions JSON → leaderboard CSV conversion")
     if src_fmt is Fmt.predictions and dst_fmt is Fmt.leaderboard:
         rows = predictions_to_leaderboard(_in_range(read_predictions_json(src), _prediction_index, claims_range, src))
         with writing(dst):
