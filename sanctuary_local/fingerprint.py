@@ -163,24 +163,12 @@ class HashCache:
 
 
 def store_identity(store: Any, indices: Iterable[int], cache: HashCache) -> dict[str, str]:
-    """Claim index (as a string) → the content identity of its store file (``KnowledgeStore``)."""
+    """Claim index (as a string) → the content identity of its ``KnowledgeStore`` file
+    (``KnowledgeStore.content_id``); files are hashed by a few threads (hashlib releases the GIL)."""
     indices = sorted(set(indices))
-    out: dict[str, str] = {}
-    if getattr(store, "_is_zip", False):
-        archive = store._archive()
-        for i in indices:
-            if not store.has(i):
-                out[str(i)] = "missing"
-                continue
-            info = archive.getinfo(store._files[i])
-            out[str(i)] = f"crc32:{info.CRC:08x}:{info.file_size}"
-        return out
-    files = {i: store.path / store._files[i] for i in indices if store.has(i)}
     with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
-        digests = dict(zip(files, pool.map(cache.sha256, files.values())))
-    for i in indices:
-        out[str(i)] = digests[i][:16] if i in digests else "missing"
-    return out
+        ids = list(pool.map(lambda i: store.content_id(i, cache.sha256), indices))
+    return {str(i): ident for i, ident in zip(indices, ids)}
 
 
 # ------------------------------------------------------------------------ code

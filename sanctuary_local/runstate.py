@@ -20,6 +20,7 @@ fingerprint (the old one is kept in the file's ``history``); ``restart`` discard
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -259,8 +260,6 @@ def _summary(fp: dict[str, Any]) -> dict[str, Any]:
     """A fingerprint with its per-claim store map reduced to one hash (history stays small)."""
     store = fp.get("store")
     if isinstance(store, dict):
-        import hashlib
-
         fp = {**fp, "store": hashlib.sha256(orjson.dumps(store, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]}
     return fp
 

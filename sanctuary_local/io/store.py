@@ -25,7 +25,7 @@ import re
 import stat
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -219,6 +219,17 @@ class KnowledgeStore:
                 doc = _to_document(obj, claim_index, lineno, name, sink)
                 if doc is not None:
                     yield doc
+
+    def content_id(self, claim_index: int, sha256: Callable[[Path], str]) -> str:
+        """What identifies the content of the claim's file for the run fingerprint, without
+        reading a zip: a zip member's ``crc32:<crc>:<size>`` from the archive's directory, a
+        file's ``sha256`` (the caller's, e.g. cached) cut to 16 hex digits; ``"missing"``."""
+        if claim_index not in self._files:
+            return "missing"
+        if self._is_zip:
+            info = self._archive().getinfo(self._files[claim_index])
+            return f"crc32:{info.CRC:08x}:{info.file_size}"
+        return sha256(self.path / self._files[claim_index])[:16]
 
     def fingerprint(self, claim_index: int) -> str:
         """SHA-256 of the claim's file bytes (cache key); ``"missing"`` if there is none."""
