@@ -4,9 +4,10 @@ A what-if run (a verdict switch, a retrieval setting) recomputes only the stages
 inputs change. The stages form a chain; each reads the configuration of its own section
 on top of everything before it:
 
-    hyde (seed, models_dir, hyde) → decompose (decompose; it runs on hyde.llm) →
-    retrieval (retrieval, store) → follow-up questions and evidence (followup) →
-    verdict (verdict)
+    hyde (seed, hyde; its model, its prompts) → decompose (decompose; it runs on
+    hyde.llm) → retrieval (retrieval; the embedders, the trust file, each claim's store
+    file) → follow-up questions and evidence (followup) → verdict (verdict; its model,
+    its prompts and calibration)
 
 Walking the chain, a stage's records are copied from the source run while every section
 up to it is equal in both effective configs (``config.json``, where a key an older run
