@@ -16,13 +16,21 @@ The knobs, in the documented order in which they are degraded:
      and no exhaustiveness check)
 Every claim records the level and the knob values it ran with (``Prediction.meta["budget"]``
 and the flag ``budget_level:N``).
+
+A resumed run plans with the budget left to it (``resume_planner``): the wall seconds
+its earlier attempts spent (``manifest.json``'s ``attempts``) count as spent, their
+measured per-claim costs stand in for stages this attempt has not measured yet, the
+level starts at the highest one its finished claims ran at, and only the claims still
+without a record of a stage are projected for it.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from sanctuary_local.config import Config
 
@@ -98,6 +106,12 @@ class BudgetPlanner:
     n_claims: int
     level: int = 0
     projected_s: float | None = None  # projected mean seconds/claim when the level was chosen
+    prior_s: float = 0.0
+    """Wall seconds earlier attempts of this run spent (a resumed run)."""
+    prior_per_claim: dict[str, float] = field(default_factory=dict)
+    """Seconds per claim of each stage as earlier attempts measured them."""
+    pending: dict[str, int] = field(default_factory=dict)
+    """Claims without a record of each stage when this attempt started (absent: all)."""
 
     def choose(self, spent_s: float, n_done: int, per_claim: dict[str, float], remaining_stages: tuple[str, ...],
                n_remaining: int) -> int:
@@ -108,14 +122,31 @@ class BudgetPlanner:
         if n_remaining <= 0:
             return self.level
         total_budget = self.budget_s * self.n_claims
+        spent_s += self.prior_s
+        per_claim = {**self.prior_per_claim, **per_claim}  # this attempt's measurements win
         for level in range(self.level, MAX_LEVEL + 1):
             est = 0.0
             for st in remaining_stages:
                 cur = cost_factor(self.base, self.level, st) or 1.0
-                est += per_claim.get(st, 0.0) / cur * cost_factor(self.base, level, st)
-            projected_total = spent_s + est * n_remaining
+                n = min(n_remaining, self.pending.get(st, n_remaining))
+                est += per_claim.get(st, 0.0) / cur * cost_factor(self.base, level, st) * n
+            projected_total = spent_s + est
             if projected_total <= total_budget or level == MAX_LEVEL:
                 self.level = level
                 self.projected_s = projected_total / self.n_claims
                 return level
         return self.level  # pragma: no cover
+
+
+def resume_planner(planner: BudgetPlanner, earlier: dict[str, Any], files: dict[str, Any], indices: Sequence[int]) -> None:
+    """Give a resumed run's planner what its earlier attempts spent and measured.
+
+    ``earlier``: ``{"wall_s": seconds, "stages": {stage: {"total_s", "n"}}}`` summed over
+    the earlier attempts (``RunReporter.earlier_attempts``); ``files``: stage name →
+    ``StageFile`` (records and their ``budget_level`` extras)."""
+    planner.prior_s = float(earlier.get("wall_s") or 0.0)
+    planner.prior_per_claim = {name: float(st["total_s"]) / int(st["n"])
+                               for name, st in (earlier.get("stages") or {}).items() if int(st.get("n") or 0) > 0}
+    planner.pending = {name: sum(1 for i in indices if i not in sf) for name, sf in files.items()}
+    levels = [int(extra.get("budget_level", 0)) for sf in files.values() for extra in sf.extras.values()]
+    planner.level = min(MAX_LEVEL, max([planner.level, *levels]))

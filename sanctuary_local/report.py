@@ -298,8 +298,10 @@ def _read_stage2(path: Path) -> dict[int, ClaimEvidence]:
 
 
 def _recorded_store(run_dir: Path) -> Path | None:
-    """The store the run used, as ``run_state.json`` records it (None: not recorded)."""
-    store = _dig(_load_optional(run_dir / "run_state.json"), "fingerprint", "store")
+    """The store the run used, as ``run_state.json`` records it (None: not recorded);
+    runs made before the store was fingerprinted by content name it in ``fingerprint.store``."""
+    state = _load_optional(run_dir / "run_state.json")
+    store = _dig(state, "store_path") or _dig(state, "fingerprint", "store")
     return Path(store) if isinstance(store, str) and store else None
 
 

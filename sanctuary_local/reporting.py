@@ -1,5 +1,6 @@
 """Run outputs and user feedback: progress bars, run.log, predictions.json, submission.csv,
-the final summary table, and timings.json and manifest.json (built by ``run_record``)."""
+the final summary table, timings.json (built by ``run_record``) and manifest.json
+(``run_manifest.py``, written from the start and kept current while stages run)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from rich.table import Table
 from sanctuary_local import __version__
 from sanctuary_local.config import Config
 from sanctuary_local.io.safe_io import atomic_write_bytes, open_append
-from sanctuary_local.run_record import run_manifest, run_timings
+from sanctuary_local.run_record import run_timings
 
 if TYPE_CHECKING:
     from sanctuary_local.records import Prediction
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sanctuary_local")
 _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+#: Most seconds between two writes of ``manifest.json`` while a stage runs.
+MANIFEST_EVERY_S = 30.0
 
 
 def _dump(path: Path, obj: Any) -> None:
@@ -71,9 +74,11 @@ class GpuSampler:
 class StageTracker:
     """Wall time, model-load time, tokens and progress of one stage call."""
 
-    def __init__(self, name: str, stats: dict[str, Any], progress: Progress, n: int) -> None:
+    def __init__(self, name: str, stats: dict[str, Any], progress: Progress, n: int,
+                 on_claim: Callable[[], None] | None = None) -> None:
         self.name, self.stats, self.progress = name, stats, progress
         self.task = progress.add_task(f"stage {name}", total=n)
+        self._on_claim = on_claim
 
     def timed_load(self, fn: Callable[[], Any]) -> Any:
         t = time.perf_counter()
@@ -86,6 +91,8 @@ class StageTracker:
         self.tokens(tokens_in, tokens_out)
         self.stats["n"] += 1
         self.progress.advance(self.task)
+        if self._on_claim is not None:
+            self._on_claim()
 
     def tokens(self, tokens_in: int, tokens_out: int) -> None:
         """Count LLM tokens without finishing a claim (a stage with a model step and a retrieval step)."""
@@ -93,10 +100,41 @@ class StageTracker:
         self.stats["tokens_out"] += tokens_out
 
 
+class _ManifestWriter:
+    """``manifest.json`` as the run goes: a stage still running counts its seconds so far."""
+
+    def __init__(self, out: Path, cfg: Config, opts: RunOptions, identity: dict[str, Any], t0: float,
+                 stats: dict[str, dict[str, Any]]) -> None:
+        from sanctuary_local.run_manifest import RunManifest
+
+        self.manifest = RunManifest(out, cfg, opts, identity, t0)
+        self.stats, self.running = stats, {}  # running: stage → when its current call started
+
+    def write(self, status: str = "running") -> None:
+        now = time.perf_counter()
+        stages = {k: {"total_s": round(v["total_s"] + (now - self.running[k] if k in self.running else 0.0), 3),
+                      "n": v["n"]} for k, v in self.stats.items()}
+        self.manifest.write(stages, status)
+
+    def quietly(self) -> None:
+        """After a stage or a claim: write, unless the disk is full (the stage's own error says so)."""
+        try:
+            self.write()
+        except OSError:
+            pass
+
+    def after_claim(self) -> None:
+        """The manifest again when it is ``MANIFEST_EVERY_S`` old (what a killed run spent is
+        then known to within that, for ``--budget-s``)."""
+        if self.manifest.age() >= MANIFEST_EVERY_S:
+            self.quietly()
+
+
 class RunReporter:
     """Everything a run shows and writes besides the stage files."""
 
-    def __init__(self, out: Path, cfg: Config, opts: RunOptions, quiet: bool = False) -> None:
+    def __init__(self, out: Path, cfg: Config, opts: RunOptions, quiet: bool = False,
+                 identity: dict[str, Any] | None = None) -> None:
         self.out, self.cfg, self.opts = out, cfg, opts
         self.console = Console(stderr=True, quiet=quiet)
         self._handler = _open_run_log(out / "run.log")
@@ -115,6 +153,8 @@ class RunReporter:
         self.gpu = GpuSampler()
         self.t0 = time.perf_counter()
         _dump(out / "config.json", cfg.to_dict())
+        self.manifest = _ManifestWriter(out, cfg, opts, identity or {}, self.t0, self.stats)
+        self.manifest.write()  # from the start: a killed run's partial files say what made them
         log.info("sanctuary-local %s run: %s", __version__, " ".join(opts.argv) or "(api)")
         self.console.print(f"[bold]profile[/] {cfg.profile}  [bold]out[/] {out}  (effective config saved to "
                            f"{out / 'config.json'}; --show-config prints it)", highlight=False, soft_wrap=True)
@@ -124,11 +164,13 @@ class RunReporter:
     @contextmanager
     def stage(self, name: str, n: int) -> Iterator[StageTracker]:
         log.info("stage %s: %d claims", name, n)
-        tracker = StageTracker(name, self.stats[name], self.progress, n)
+        tracker = StageTracker(name, self.stats[name], self.progress, n, self.manifest.after_claim)
         t, n0 = time.perf_counter(), self.stats[name]["n"]
+        self.manifest.running[name] = t
         try:
             yield tracker
         finally:
+            self.manifest.running.pop(name, None)
             dt = time.perf_counter() - t
             done = self.stats[name]["n"] - n0
             self.stats[name]["total_s"] += dt
@@ -137,6 +179,11 @@ class RunReporter:
                 log.info("stage %s: %.1f s for %d claims", name, dt, n)
             else:  # stopped early (interrupted, or a storage error)
                 log.info("stage %s: %.1f s, stopped after %d of %d claims", name, dt, done, n)
+            self.manifest.quietly()
+
+    def earlier_attempts(self) -> dict[str, Any]:
+        """Wall seconds and per-stage ``{"total_s", "n"}`` of this run's earlier attempts."""
+        return self.manifest.manifest.earlier_attempts()
 
     def per_claim_costs(self) -> dict[str, float]:
         """Measured wall seconds per claim of each stage so far (load time included)."""
@@ -169,7 +216,7 @@ class RunReporter:
         n_selected = len(preds) if n_selected is None else n_selected
         timings = {"complete": len(preds) == n_selected, "n_selected": n_selected, **timings}
         _dump(self.out / "timings.json", timings)
-        _dump(self.out / "manifest.json", run_manifest(self.cfg, self.opts))
+        self.manifest.write("complete" if timings["complete"] else "interrupted")
         self._handler.flush()
         return timings
 

@@ -4,22 +4,27 @@ A what-if run (a verdict switch, a retrieval setting) recomputes only the stages
 inputs change. The stages form a chain; each reads the configuration of its own section
 on top of everything before it:
 
-    hyde (seed, models_dir, hyde) → decompose (decompose; it runs on hyde.llm) →
-    retrieval (retrieval, store) → follow-up questions and evidence (followup) →
-    verdict (verdict)
+    hyde (seed, hyde; its model, its prompts) → decompose (decompose; it runs on
+    hyde.llm) → retrieval (retrieval; the embedders, the trust file, each claim's store
+    file) → follow-up questions and evidence (followup) → verdict (verdict; its model,
+    its prompts and calibration)
 
 Walking the chain, a stage's records are copied from the source run while every section
 up to it is equal in both effective configs (``config.json``, where a key an older run
-lacks is a setting added since and counts as its default; ``retrieval.workers`` is ignored: it sets how many processes, not what they compute). The first stage that
-differs, and all after it, are computed as usual. Stage 1 does not read the
+lacks is a setting added since and counts as its default; the execution settings of
+``fingerprint.EXECUTION_SETTINGS``, such as ``retrieval.workers``, are ignored: they set
+how a stage runs, not what it computes), and so are the stage's parts of the two runs'
+fingerprints (``run_state.json``, ``fingerprint.py``): its models by SHA-256, its prompt
+files with their settings (all four LLM stages), the trust file's content. The first
+stage that differs, and all after it, are computed as usual. Stage 1 does not read the
 decomposition, so switching ``decompose.enabled`` still reuses stage 1.
 
 Refused with a clear error: the source is ``--out`` itself, has no ``config.json`` or
 ``run_state.json``, used another claims file, ran under ``--budget-s`` (its records may
-be degraded), or comes from another sanctuary_local version. Retrieval and later stages
-are not reused when the store differs, or when ``retrieval.trust_file`` is set (the
-file's contents may have changed since). A prompt whose hash the source's manifest
-records (stage 1, stage 3) must hash the same today.
+be degraded), or was made by other code or library versions (``code``, ``libraries``;
+a run made before these were recorded counts as other code). A claim whose store file
+changed since the source ran (its content hash differs) gets retrieval and later stages
+anew.
 
 Per claim, a record is copied only if the claim's earlier stages in ``--out`` came from
 the same source (a resumed run never mixes its own stage-1 record with the source's
@@ -46,17 +51,23 @@ log = logging.getLogger("sanctuary_local")
 
 #: (stage file key, config sections the stage adds to its predecessors').
 CHAIN: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("hyde", ("seed", "models_dir", "hyde")),
+    ("hyde", ("seed", "hyde")),
     ("decompose", ("decompose",)),
     ("retrieval", ("retrieval",)),
     ("followup_questions", ("followup",)),
     ("followup", ()),
     ("verdict", ("verdict",)),
 )
+#: Fingerprint parts (``fingerprint.py``) each stage adds to its predecessors'.
+IDENTITY: dict[str, tuple[str, ...]] = {
+    "hyde": ("models.hyde_llm", "prompts.hyde"),
+    "decompose": ("prompts.decompose",),
+    "retrieval": ("models.sts_embedder", "models.retrieval_embedder", "trust_file"),
+    "followup_questions": ("prompts.followup",),
+    "verdict": ("models.verdict_llm", "prompts.verdict"),
+}
 #: Largest run_state.json / config.json of the source run read (they are a few KB).
 MAX_RUN_JSON_BYTES = 16 * 1024 * 1024
-#: Settings that change how a stage runs, not what it computes.
-_IGNORED = {"retrieval": ("workers",)}
 
 
 def _load_json(path: Path, what: str) -> dict[str, Any]:
@@ -71,10 +82,11 @@ def _load_json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def _section(cfg: dict[str, Any], name: str) -> Any:
-    value = cfg.get(name)
-    if isinstance(value, dict) and name in _IGNORED:
-        value = {k: v for k, v in value.items() if k not in _IGNORED[name]}
+def _part(fp: dict[str, Any], dotted: str) -> Any:
+    """``prompts.hyde`` of a fingerprint (None where it lacks it)."""
+    value: Any = fp
+    for key in dotted.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
     return value
 
 
@@ -83,40 +95,30 @@ def reusable_stages(src: Path, out: Path, config: Config, fingerprint: dict[str,
     effective config ``cfg`` and run fingerprint ``fingerprint``, in chain order (the
     prefix of ``CHAIN`` over which every input is equal). Raises ``UserError`` when the
     source cannot be reused at all."""
-    from sanctuary_local import __version__
+    from sanctuary_local.fingerprint import result_settings
 
-    cfg = config.to_dict()
+    cfg = result_settings(config.to_dict())
     if not src.is_dir():
         raise UserError(f"--reuse-from: {src} is not a run directory")
     if src.resolve() == out.resolve():
         raise UserError(f"--reuse-from: {src} is --out itself (to resume a run, give the same command without --reuse-from)")
     # keys an older run's config.json lacks are settings added since: their defaults (off)
-    old_cfg = Config.from_dict(_load_json(src / "config.json", "not a run directory, or its run never started"),
-                               f"--reuse-from: {src / 'config.json'}").to_dict()
+    old_cfg = result_settings(Config.from_dict(_load_json(src / "config.json", "not a run directory, or its run never started"),
+                                               f"--reuse-from: {src / 'config.json'}").to_dict())
     state = _load_json(src / STATE_FILE, "not a run directory").get("fingerprint") or {}
     if state.get("claims_file") != fingerprint.get("claims_file"):
         raise UserError(f"--reuse-from: {src} was run on another claims file (its sha256 differs)")
     if state.get("budget_s") is not None:
         raise UserError(f"--reuse-from: {src} ran under --budget-s {state['budget_s']}: its records may be degraded")
-    manifest_path = src / "manifest.json"
-    manifest = _load_json(manifest_path, "") if manifest_path.exists() else {}
-    if manifest.get("sanctuary_local", __version__) != __version__:
-        raise UserError(f"--reuse-from: {src} was made by sanctuary_local {manifest['sanctuary_local']}, this is {__version__}")
-    prompts = manifest.get("prompts") or {}
-    stop_at = _prompt_changed(prompts, config)
-    same_store = state.get("store") == fingerprint.get("store")
+    for part, what in (("code", "code"), ("libraries", "library versions")):
+        if state.get(part) != fingerprint.get(part):
+            theirs = state.get(part) or "not recorded (an older sanctuary_local)"
+            raise UserError(f"--reuse-from: {src} was made by other {what} ({theirs}; this run: {fingerprint.get(part)}): "
+                            "its records may differ from what this code computes")
     keys: list[str] = []
     for key, sections in CHAIN:
-        if key == stop_at:
-            log.info("reuse: the %s prompt changed since %s; stages from %s on are recomputed", key, src, key)
-            break
-        if key == "retrieval" and not same_store:
-            log.info("reuse: %s used another store; stages from retrieval on are recomputed", src)
-            break
-        if key == "retrieval" and (cfg.get("retrieval") or {}).get("trust_file"):
-            log.info("reuse: retrieval.trust_file is set; stages from retrieval on are recomputed")
-            break
-        changed = [s for s in sections if _section(old_cfg, s) != _section(cfg, s)]
+        changed = [s for s in sections if old_cfg.get(s) != cfg.get(s)]
+        changed += [p for p in IDENTITY.get(key, ()) if _part(state, p) != _part(fingerprint, p)]
         if changed:
             log.info("reuse: %s changed since %s; stages from %s on are recomputed", ", ".join(changed), src, key)
             break
@@ -124,16 +126,13 @@ def reusable_stages(src: Path, out: Path, config: Config, fingerprint: dict[str,
     return keys
 
 
-def _prompt_changed(prompts: dict[str, Any], config: Config) -> str | None:
-    """The first stage whose prompt hash the source recorded and that differs today."""
-    from sanctuary_local.stages.hyde import hyde_prompt_hash
-    from sanctuary_local.stages.verdict import config_prompt_hash
-
-    if "hyde" in prompts and prompts["hyde"] != hyde_prompt_hash(config.hyde.prompt):
-        return "hyde"
-    if "verdict" in prompts and prompts["verdict"] != config_prompt_hash(config.verdict):
-        return "verdict"
-    return None
+def _same_store(src: Path, fingerprint: dict[str, Any], claim_indices: list[int]) -> set[int]:
+    """The claims whose store file has the same content hash in the source run as now."""
+    theirs = (_load_json(src / STATE_FILE, "not a run directory").get("fingerprint") or {}).get("store")
+    mine = fingerprint.get("store")
+    if not isinstance(theirs, dict) or not isinstance(mine, dict):
+        return set()
+    return {i for i in claim_indices if theirs.get(str(i)) is not None and theirs.get(str(i)) == mine.get(str(i))}
 
 
 def _applies(key: str, config: Config) -> bool:
@@ -154,6 +153,8 @@ def reuse_stages(src: Path, out: Path, config: Config, fingerprint: dict[str, An
     copied: dict[str, int] = {}
     from_src = set(claim_indices)  # claims whose every earlier stage in --out came from src
     for key in keys:
+        if key == "retrieval":
+            from_src &= _same_store(src, fingerprint, claim_indices)
         if not _applies(key, config):  # equal configs: off in the source too
             continue
         path = src / STAGE_FILES[key]

@@ -25,6 +25,9 @@ class RunOptions:
     workers: int | None = None
     budget_s: float | None = None
     force: bool = False
+    """A changed fingerprint: keep the completed claims of ``out`` and redo the rest."""
+    restart: bool = False
+    """Discard every result in ``out`` and start over."""
     quiet: bool = False
     show_config: bool = False
     """Print the effective config (JSON) on the console; it is saved to ``config.json`` either way."""

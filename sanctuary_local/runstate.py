@@ -9,14 +9,18 @@ read-only or vanished directory) is rolled back to the last whole line and raise
 symlink (``O_NOFOLLOW``) and must be a regular file (a FIFO would hang the run): either is a
 one-line ``UserError`` naming it (``io.safe_io``).
 
-``run_state.json`` records the fingerprint of everything that changes results (config,
-claims file, store); a rerun with another fingerprint refuses to mix with the old
-partial results unless ``force`` is given (which clears them).
+``run_state.json`` records the fingerprint of everything that decides results
+(``fingerprint.py``: config less its execution settings, claims file, store content per
+claim, code, libraries, prompts, models, trust file, budget). A rerun with another
+fingerprint refuses to mix with the old results, naming what changed; ``force`` keeps
+the completed claims (those with a stage-3 prediction) and redoes the rest under the new
+fingerprint (the old one is kept in the file's ``history``); ``restart`` discards all.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -168,34 +172,133 @@ def remove_temp_files(out: Path) -> list[Path]:
     return removed
 
 
-def check_state(out: Path, fingerprint: dict[str, Any], force: bool) -> None:
-    """Refuse to mix partial results of a different configuration (unless ``force``);
-    remove temp files an interrupted run left behind."""
+def run_identity(out: Path, cfg: Any, claims_sha256: str, store: Any, indices: list[int], opts: Any) -> dict[str, Any]:
+    """Fingerprint the run (``fingerprint.run_fingerprint``), check it against ``out``'s
+    (``check_state``, honouring ``opts.force`` and ``opts.restart``) and return
+    ``{"fingerprint": …, "code": …}`` for the manifest."""
+    from sanctuary_local.fingerprint import HashCache, code_identity, run_fingerprint
+
+    out.mkdir(parents=True, exist_ok=True)
+    code = code_identity()
+    fp = run_fingerprint(cfg, claims_sha256, store, indices, HashCache.for_run(out), opts.budget_s, code)
+    fp = check_state(out, fp, opts.force, getattr(opts, "restart", False), str(Path(store.path).resolve()))
+    return {"fingerprint": fp, "code": code}
+
+
+def fingerprint_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs between two run fingerprints, one name each (``prompts.verdict``,
+    ``store (claims 3, 7)``). The store is compared on the claims both hold: a run may
+    grow its ``--claims-range`` and resume."""
+    changed: list[str] = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if key == "store" and isinstance(a, dict) and isinstance(b, dict):
+            diff = sorted((i for i in a.keys() & b.keys() if a[i] != b[i]), key=lambda i: (len(i), i))
+            if diff:
+                changed.append(f"store (claims {', '.join(diff[:10])}{' …' if len(diff) > 10 else ''})")
+        elif isinstance(a, dict) and isinstance(b, dict):
+            changed += [f"{key}.{sub}" for sub in sorted(set(a) | set(b)) if a.get(sub) != b.get(sub)]
+        elif a != b:
+            changed.append(key)
+    return changed
+
+
+def _read_state(path: Path) -> dict[str, Any]:
+    try:
+        raw = read_regular(path, MAX_STATE_BYTES, "run state")
+    except FileNotFoundError:
+        return {}
+    try:
+        old = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {"fingerprint": {"unreadable": True}}
+    return old if isinstance(old, dict) else {"fingerprint": {"unreadable": True}}
+
+
+def check_state(out: Path, fingerprint: dict[str, Any], force: bool, restart: bool = False,
+                store_path: str | None = None) -> dict[str, Any]:
+    """Refuse to mix results of a different fingerprint (see the module docstring);
+    remove temp files an interrupted run left behind. Returns the fingerprint written
+    (its store map merged with the claims earlier attempts recorded). ``store_path`` is
+    recorded beside it (where ``report`` finds the pages), not part of it."""
     out.mkdir(parents=True, exist_ok=True)
     remove_temp_files(out)
     state_path = out / STATE_FILE
-    try:
-        raw: bytes | None = read_regular(state_path, MAX_STATE_BYTES, "run state")
-    except FileNotFoundError:
-        raw = None
-    if raw is not None:
-        try:
-            old = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            old = {}
-        old = old if isinstance(old, dict) else {}
-        if old.get("fingerprint") != fingerprint:
-            changed = sorted(k for k in set(old.get("fingerprint", {})) | set(fingerprint)
-                             if old.get("fingerprint", {}).get(k) != fingerprint.get(k))
-            if not force:
-                raise UserError(
-                    f"{out} holds results of a different run (changed: {', '.join(changed) or 'unknown'}). "
-                    "Use another --out, or --force to discard the old partial results."
-                )
-            clear_stage_files(out)
-    elif force:
+    old = _read_state(state_path)
+    history = old.get("history") if isinstance(old.get("history"), list) else []
+    old_fp = old.get("fingerprint") if isinstance(old.get("fingerprint"), dict) else {}
+    if old_fp.get("unreadable"):
+        changed = [f"{STATE_FILE} is unreadable"]
+    else:
+        changed = fingerprint_changes(old_fp, fingerprint) if old else []
+    if restart:
         clear_stage_files(out)
-    atomic_write_bytes(state_path, orjson.dumps({"fingerprint": fingerprint}, option=orjson.OPT_INDENT_2))
+        (out / "manifest.json").unlink(missing_ok=True)  # its attempts (spent budget) go too
+        history = []
+    elif changed:
+        completed = completed_claims(out)
+        if not force:
+            raise UserError(
+                f"{out} holds results of a different run (changed: {', '.join(changed)}). Use another --out; "
+                f"or --force to keep its {len(completed)} completed claims and redo the rest with this run's "
+                "settings; or --restart to discard all its results."
+            )
+        keep_claims(out, completed)
+        history = [*history, {"fingerprint": _summary(old_fp), "changed": changed, "kept_claims": sorted(completed)}]
+    elif isinstance(old_fp.get("store"), dict) and isinstance(fingerprint.get("store"), dict):
+        fingerprint = {**fingerprint, "store": {**old_fp["store"], **fingerprint["store"]}}
+    state: dict[str, Any] = {"fingerprint": fingerprint}
+    if store_path:
+        state["store_path"] = store_path
+    if history:
+        state["history"] = history
+    atomic_write_bytes(state_path, orjson.dumps(state, option=orjson.OPT_INDENT_2))
+    return fingerprint
+
+
+def _summary(fp: dict[str, Any]) -> dict[str, Any]:
+    """A fingerprint with its per-claim store map reduced to one hash (history stays small)."""
+    store = fp.get("store")
+    if isinstance(store, dict):
+        fp = {**fp, "store": hashlib.sha256(orjson.dumps(store, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]}
+    return fp
+
+
+def _lines(path: Path) -> list[bytes]:
+    try:
+        with open_regular(path, follow=False) as f:
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    return [line + b"\n" for line in data.split(b"\n") if line.strip()]
+
+
+def completed_claims(out: Path) -> set[int]:
+    """Claim indices with a stage-3 prediction in ``out``."""
+    done: set[int] = set()
+    for line in _lines(out / STAGE_FILES["verdict"]):
+        try:
+            done.add(int(orjson.loads(line)["claim_index"]))
+        except Exception:  # noqa: BLE001 - a torn line: not completed
+            continue
+    return done
+
+
+def keep_claims(out: Path, claims: set[int]) -> None:
+    """Cut every stage file of ``out`` down to the lines of ``claims`` (atomically)."""
+    for name in STAGE_FILES.values():
+        path = out / name
+        lines = _lines(path)
+        if not lines:
+            continue
+        kept = []
+        for line in lines:
+            try:
+                if int(orjson.loads(line)["claim_index"]) in claims:
+                    kept.append(line)
+            except Exception:  # noqa: BLE001 - a damaged line is dropped with the rest
+                continue
+        atomic_write_bytes(path, b"".join(kept))
 
 
 def clear_stage_files(out: Path) -> None:

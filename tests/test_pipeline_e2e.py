@@ -101,7 +101,7 @@ def test_outputs_exist_and_validate(reference_run: Path) -> None:
     assert all(0 <= g["cached_tokens"] < g["prompt_tokens"] for g in hyde)
     assert sum(g["cached_tokens"] > 0.3 * g["prompt_tokens"] for g in hyde) >= len(hyde) - 1
     manifest = orjson.loads((reference_run / "manifest.json").read_bytes())
-    assert manifest["models"]["hyde_llm"]["files"] and set(manifest["prompts"]) == {"hyde", "verdict"}
+    assert manifest["models"]["hyde_llm"]["files"] and set(manifest["prompts"]) == {"hyde", "decompose", "followup", "verdict"}
 
 
 def test_every_evidence_snippet_reconstructs_from_its_document(reference_run: Path) -> None:

@@ -5,12 +5,12 @@ change recomputes stage 3 alone and a retrieval change recomputes stages 2 and 3
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
 import pytest
 
-from sanctuary_local import __version__
 from sanctuary_local.config import load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.records import HydeResult, Query
@@ -19,12 +19,16 @@ from sanctuary_local.runstate import STAGE_FILES, StageFile
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-FP = {"config": "x", "claims_file": "c" * 64, "store": "/stores/a", "budget_s": None}
+FP = {"config": "x", "claims_file": "c" * 64, "store": {"0": "s0", "1": "s1", "2": "s2", "3": "s3"}, "code": "git:abc",
+      "libraries": "l1", "prompts": {"hyde": "h", "decompose": "d", "followup": "f", "verdict": "v"},
+      "models": {"hyde_llm": "sha256:1", "verdict_llm": "sha256:1", "sts_embedder": "sha256:2", "retrieval_embedder": "sha256:2"},
+      "trust_file": "", "budget_s": None}
 ALL = [key for key, _ in CHAIN]
 
 
 def _source(tmp_path: Path, overrides: dict | None = None, fingerprint: dict | None = None,
             manifest: dict | None = None) -> Path:
+    """A source run directory whose fingerprint is ``FP`` with ``fingerprint``'s parts replaced."""
     src = tmp_path / "src"
     src.mkdir(exist_ok=True)
     (src / "config.json").write_bytes(orjson.dumps(load_config("cpu-fast", overrides).to_dict()))
@@ -50,6 +54,7 @@ def test_same_config_reuses_every_stage(tmp_path: Path) -> None:
     ({"hyde": {"sampling": {"max_tokens": 100}}}, []),
     ({"seed": 1}, []),
     ({"retrieval": {"workers": 7}}, ALL),  # how many processes, not what they compute
+    ({"hyde": {"llm": {"n_threads": 3}}, "models_dir": "elsewhere"}, ALL),  # execution settings
 ])
 def test_the_first_changed_section_ends_the_chain(tmp_path: Path, new: dict, expected: list[str]) -> None:
     assert _stages(tmp_path, new) == expected
@@ -68,27 +73,31 @@ def test_an_older_config_without_newer_settings_counts_them_as_defaults(tmp_path
         reusable_stages(src, tmp_path / "out", load_config("cpu-fast"), FP)
 
 
-def test_another_store_recomputes_retrieval_on(tmp_path: Path) -> None:
-    assert _stages(tmp_path, fingerprint={"store": "/stores/b"}) == ["hyde", "decompose"]
+def test_a_trust_file_with_other_content_recomputes_retrieval_on(tmp_path: Path) -> None:
+    assert _stages(tmp_path, fingerprint={"trust_file": "t" * 64}) == ["hyde", "decompose"]
 
 
-def test_a_trust_file_recomputes_retrieval_on(tmp_path: Path) -> None:
-    trust = {"retrieval": {"trust_file": "trust.toml"}}
-    assert _stages(tmp_path, trust, overrides=trust) == ["hyde", "decompose"]
-
-
-def test_a_changed_prompt_hash_ends_the_chain(tmp_path: Path) -> None:
-    assert _stages(tmp_path, manifest={"sanctuary_local": __version__, "prompts": {"hyde": "0" * 16}}) == []
-    assert _stages(tmp_path, manifest={"sanctuary_local": __version__, "prompts": {"verdict": "0" * 16}}) == ALL[:-1]
+@pytest.mark.parametrize(("part", "expected"), [
+    ({"prompts": {**FP["prompts"], "hyde": "other"}}, []),
+    ({"prompts": {**FP["prompts"], "decompose": "other"}}, ["hyde"]),
+    ({"prompts": {**FP["prompts"], "followup": "other"}}, ["hyde", "decompose", "retrieval"]),
+    ({"prompts": {**FP["prompts"], "verdict": "other"}}, ALL[:-1]),
+    ({"models": {**FP["models"], "retrieval_embedder": "sha256:9"}}, ["hyde", "decompose"]),
+    ({"models": {**FP["models"], "verdict_llm": "sha256:9"}}, ALL[:-1]),
+])
+def test_a_changed_prompt_or_model_ends_the_chain(tmp_path: Path, part: dict, expected: list[str]) -> None:
+    assert _stages(tmp_path, fingerprint=part) == expected
 
 
 @pytest.mark.parametrize(("source", "message"), [
     ({"fingerprint": {"claims_file": "d" * 64}}, "another claims file"),
     ({"fingerprint": {"budget_s": 30.0}}, "--budget-s 30.0"),
-    ({"manifest": {"sanctuary_local": "0.0.1"}}, "sanctuary_local 0.0.1"),
+    ({"fingerprint": {"code": "git:other"}}, "other code (git:other"),
+    ({"fingerprint": {"code": None}}, "not recorded (an older sanctuary_local)"),
+    ({"fingerprint": {"libraries": "l2"}}, "other library versions"),
 ])
 def test_refused_sources_say_why(tmp_path: Path, source: dict, message: str) -> None:
-    with pytest.raises(UserError, match=message.replace(".", r"\.")):
+    with pytest.raises(UserError, match=re.escape(message)):
         _stages(tmp_path, **source)
 
 
@@ -172,6 +181,24 @@ def test_reuse_end_to_end_on_the_real_model(tmp_path: Path) -> None:
     assert all(o["extra"]["reused_from"] == tag for o in _lines(other / STAGE_FILES["hyde"]).values())
     assert not any("reused_from" in o["extra"] for o in _lines(other / STAGE_FILES["retrieval"]).values())
     assert sorted(_lines(other / STAGE_FILES["verdict"])) == [0, 1]
+
+
+def test_a_claim_whose_store_file_changed_gets_retrieval_anew(tmp_path: Path) -> None:
+    from sanctuary_local.records import ClaimEvidence
+
+    src = _source(tmp_path)
+    for key, decode in (("hyde", HydeResult.from_dict), ("retrieval", ClaimEvidence.from_dict)):
+        theirs = StageFile(src / STAGE_FILES[key], decode)
+        for i in (0, 1):
+            theirs.append(i, _hyde(i, "q?") if key == "hyde" else ClaimEvidence(i))
+    out = tmp_path / "out"
+    out.mkdir()
+    files = {key: StageFile(out / name, ClaimEvidence.from_dict) for key, name in STAGE_FILES.items()}
+    files["hyde"] = StageFile(out / STAGE_FILES["hyde"], HydeResult.from_dict)
+    now = {**FP, "store": {**FP["store"], "1": "changed"}}
+    copied = reuse_stages(src, out, load_config("cpu-fast"), now, files, [0, 1])
+    assert copied == {"hyde": 2, "retrieval": 1}  # claim 1's pages changed: its stage 2 is computed anew
+    assert sorted(files["retrieval"].records) == [0]
 
 
 def test_a_torn_source_file_is_read_not_cut(tmp_path: Path) -> None:

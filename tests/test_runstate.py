@@ -57,8 +57,8 @@ def test_changed_config_refused_unless_force(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="different run.*config"):
         check_state(tmp_path, {"config": "b"}, force=False)
     assert (tmp_path / "stage1_hyde.jsonl").exists()
-    check_state(tmp_path, {"config": "b"}, force=True)
-    assert not (tmp_path / "stage1_hyde.jsonl").exists()
+    check_state(tmp_path, {"config": "b"}, force=True)  # no completed claim: nothing is kept
+    assert (tmp_path / "stage1_hyde.jsonl").read_bytes() == b""
     assert orjson.loads((tmp_path / STATE_FILE).read_bytes())["fingerprint"] == {"config": "b"}
 
 

@@ -10,6 +10,12 @@ Formats are guessed from the input's content and the output's suffix; ``--from``
 (the index in the claims file = the CSV id), so the solution CSV of a subset has the
 same ids as that subset's ``run`` submission. Output is written atomically: a failure
 leaves no file; an unwritable output is one error line naming it.
+
+The official FEVER-8 scorer matches rows by position, not id (``io/official_pair.py``):
+with ``--gold GOLD`` (claims JSON or solution CSV), a predictions → leaderboard
+conversion whose ids are not 0…n-1 (a subset) also writes ``<OUT>_official_submission.csv``
+and ``<OUT>_official_solution.csv`` beside ``--to``: the same claims' predictions and gold,
+both renumbered 0…n-1 in id order, which the official scorer scores right.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from rich.console import Console
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.claims import load_json_file, parse_claims_range, read_claims
 from sanctuary_local.io.files import writing
-from sanctuary_local.io.leaderboard import read_leaderboard_csv, write_leaderboard_csv
+from sanctuary_local.io.leaderboard import LeaderboardRow, read_leaderboard_csv, write_leaderboard_csv
 from sanctuary_local.io.predictions import (
     gold_to_solution,
     leaderboard_to_predictions,
@@ -92,18 +98,48 @@ def _prediction_index(p: Prediction) -> int:
     return p.claim_index
 
 
+def pair_paths(dst: Path) -> tuple[Path, Path]:
+    """Where ``--gold`` writes the official scorer's pair for ``dst``."""
+    return dst.with_name(f"{dst.stem}_official_submission.csv"), dst.with_name(f"{dst.stem}_official_solution.csv")
+
+
+def official_pair_beside(rows: list[LeaderboardRow], gold: Path, dst: Path) -> list[Path]:
+    """For a subset (ids not 0…n-1): the renumbered submission and solution pair beside ``dst``."""
+    from sanctuary_local.evaluation.inputs import load_gold
+    from sanctuary_local.io.official_pair import needs_pair, write_scoring_pair
+    from sanctuary_local.io.predictions import official_evi
+
+    if not needs_pair([r.id for r in rows]):
+        return []
+    wanted = {r.id for r in rows}
+    sol = [LeaderboardRow(g.claim_id, g.claim, official_evi(g.qa_pairs), g.label, "gold")
+           for g in load_gold(gold) if g.claim_id in wanted]
+    paths = pair_paths(dst)
+    try:
+        write_scoring_pair(rows, sol, *paths)
+    except UserError as exc:
+        raise UserError(f"--gold {gold}: {exc}") from None
+    return list(paths)
+
+
 def convert(
-    src: Path, dst: Path, src_fmt: Fmt | None = None, dst_fmt: Fmt | None = None, claims_range: str | None = None
+    src: Path, dst: Path, src_fmt: Fmt | None = None, dst_fmt: Fmt | None = None, claims_range: str | None = None,
+    gold: Path | None = None,
 ) -> tuple[Fmt, Fmt, int]:
-    """Convert ``src`` to ``dst``; returns (input format, output format, number of rows)."""
+    """Convert ``src`` to ``dst``; returns (input format, output format, number of rows).
+    ``gold``: see the module docstring (predictions → leaderboard only)."""
     if src.resolve() == dst.resolve():
         raise UserError(f"{dst}: output would overwrite the input")
     src_fmt = src_fmt or sniff_input(src)
     dst_fmt = dst_fmt or output_format(dst)
+    if gold is not None and (src_fmt, dst_fmt) != (Fmt.predictions, Fmt.leaderboard):
+        raise UserError("--gold goes with a predictions JSON → leaderboard CSV conversion")
     if src_fmt is Fmt.predictions and dst_fmt is Fmt.leaderboard:
         rows = predictions_to_leaderboard(_in_range(read_predictions_json(src), _prediction_index, claims_range, src))
         with writing(dst):
             write_leaderboard_csv(rows, dst)
+            if gold is not None:
+                official_pair_beside(rows, gold, dst)
         return src_fmt, dst_fmt, len(rows)
     if src_fmt is Fmt.claims and dst_fmt is Fmt.leaderboard:
         try:
@@ -142,7 +178,15 @@ def register(app: typer.Typer) -> None:
         from_fmt: Fmt | None = typer.Option(None, "--from", help="Input format, when the guess is wrong."),
         to_fmt: Fmt | None = typer.Option(None, "--to-format", help="Output format, when the suffix does not say."),
         claims_range: str = typer.Option(None, "--claims-range", help="Keep claim indices a:b only (as `run --claims-range`)."),
+        gold: Path = typer.Option(None, "--gold", help="Gold claims JSON or solution CSV: for a subset, also write OUT_official_submission.csv and OUT_official_solution.csv (renumbered 0…n-1), the pair the official scorer scores right."),
     ) -> None:
         """Convert between predictions JSON, gold claims JSON and the leaderboard CSV."""
-        a, b, n = convert(src, to, from_fmt, to_fmt, claims_range)
-        Console(stderr=True).print(f"{src} ({a.value}) → {to} ({b.value}): {n} rows", highlight=False)
+        from sanctuary_local.io.official_pair import needs_pair
+
+        a, b, n = convert(src, to, from_fmt, to_fmt, claims_range, gold)
+        console = Console(stderr=True)
+        console.print(f"{src} ({a.value}) → {to} ({b.value}): {n} rows", highlight=False)
+        if gold is not None and needs_pair([r.id for r in read_leaderboard_csv(to)]):
+            sub, sol = pair_paths(to)
+            console.print(f"a subset: the official scorer (rows matched by position) scores {sub} against {sol} "
+                          "(both renumbered 0…n-1 in id order)", highlight=False, soft_wrap=True)

@@ -4,6 +4,11 @@ Label metrics, the Hungarian-METEOR (old) AVeriTeC score, and — with ``--judge
 recall and the new AVeriTeC score from a local LLM judge. Prints a table and writes
 ``metrics.json``, ``per_claim.csv`` and ``confusion.png`` into ``--out`` (default: the run
 directory when PRED is one, else ``./eval``).
+
+When the scored claims are not ids 0…n-1 (a subset run, ``--claims-range``), it also
+writes ``official_submission.csv`` and ``official_solution.csv``: the predictions and the
+gold of the same claims, both renumbered 0…n-1 in id order, which the official FEVER-8
+scorer (it matches rows by position, ``io/official_pair.py``) scores as ``eval`` does.
 """
 
 from __future__ import annotations
@@ -37,6 +42,41 @@ def _attach_ev2r(report, data, judge: str, out: Path, cache_dir: Path | None, ma
         claim.ev2r = scores
 
 
+OFFICIAL_SUBMISSION = "official_submission.csv"
+OFFICIAL_SOLUTION = "official_solution.csv"
+
+
+def official_rows(data):  # type: ignore[no-untyped-def]
+    """``data`` (``Aligned``) as leaderboard rows: (submission rows, solution rows)."""
+    from sanctuary_local.io.leaderboard import LeaderboardRow
+    from sanctuary_local.io.predictions import official_evi
+
+    sub = [LeaderboardRow(p.claim_id, p.claim or g.claim, official_evi(p.qa_pairs), p.label, "pred")
+           for g, p in zip(data.gold, data.pred)]
+    sol = [LeaderboardRow(g.claim_id, g.claim, official_evi(g.qa_pairs), g.label, "gold") for g in data.gold]
+    return sub, sol
+
+
+def write_official_pair(data, out: Path) -> dict:  # type: ignore[no-untyped-def]
+    """The official scorer's pair for a subset (see the module docstring) into ``out``;
+    returns what was done, for ``metrics.json`` (``written`` false, with the reason, when
+    no pair is needed or none can be written)."""
+    from sanctuary_local.io.official_pair import needs_pair, write_scoring_pair
+
+    ids = [g.claim_id for g in data.gold]
+    if not needs_pair(ids):
+        return {"written": False, "reason": "the claims are ids 0…n-1: submission.csv scores as it is"}
+    if not all(i.isascii() and i.isdigit() for i in ids):
+        return {"written": False, "reason": "the official scorer needs integer ids"}
+    if data.missing:
+        return {"written": False, "reason": f"{len(data.missing)} claims have no prediction: the official scorer "
+                "cannot score them (finish the run, or narrow --claims-range)"}
+    sub, sol = official_rows(data)
+    order = write_scoring_pair(sub, sol, out / OFFICIAL_SUBMISSION, out / OFFICIAL_SOLUTION)
+    return {"written": True, "submission": str(out / OFFICIAL_SUBMISSION), "solution": str(out / OFFICIAL_SOLUTION),
+            "claim_ids_of_rows": order}
+
+
 def eval_command(
     pred: Path = typer.Option(..., "--pred", help="Predictions JSON, a `run` output directory, or a leaderboard CSV."),
     gold: Path = typer.Option(..., "--gold", help="Official claims JSON with labels, or a solution CSV."),
@@ -50,7 +90,9 @@ def eval_command(
         None, "--claims-range", help="Score only claim ids a:b (e.g. a `run --claims-range a:b` against the full gold file)."
     ),
 ) -> None:
-    """Score predictions against gold: label metrics, Hungarian METEOR, optional Ev2R."""
+    """Score predictions against gold: label metrics, Hungarian METEOR, optional Ev2R.
+
+    For a subset (claim ids other than 0…n-1) also writes official_submission.csv and official_solution.csv into --out: the same claims renumbered 0…n-1, which the official FEVER-8 scorer (it matches rows by position) scores as eval does."""
     from sanctuary_local.evaluation.evaluate import evaluate
     from sanctuary_local.evaluation.inputs import align, load_gold, load_predictions, select_range
     from sanctuary_local.evaluation.report import summary_table, write_outputs
@@ -69,7 +111,9 @@ def eval_command(
     if judge:
         _attach_ev2r(report, data, judge, out, judge_cache, judge_max_tokens, judge_limit)
     with writing(out, "the eval outputs"):
-        paths = write_outputs(report, out, {"pred": str(pred), "gold": str(gold), "judge": judge, "claims_range": claims_range})
+        pair = write_official_pair(data, out)
+        paths = write_outputs(report, out, {"pred": str(pred), "gold": str(gold), "judge": judge, "claims_range": claims_range,
+                                            "official_pair": pair})
     console = Console()
     console.print(summary_table(report))
     if report.ev2r:
@@ -82,6 +126,13 @@ def eval_command(
     if data.notes:
         console.print(f"[yellow]{len(data.notes)} notes[/] (see metrics.json), e.g. {data.notes[0]}")
     console.print(f"wrote {paths['metrics']}, {paths['per_claim']}, {paths['confusion']}")
+    if pair["written"]:
+        ids = pair["claim_ids_of_rows"]
+        console.print(f"official scorer (it matches rows by position): score --prediction_file {pair['submission']} "
+                      f"--label_file {pair['solution']}; their rows 0…{len(ids) - 1} are claims {ids[0]}…{ids[-1]} "
+                      "in id order", soft_wrap=True, highlight=False)
+    elif "ids 0…n-1" not in pair["reason"]:
+        console.print(f"[yellow]official scorer pair not written:[/] {pair['reason']}")
 
 
 def register(app: typer.Typer) -> None:

@@ -42,7 +42,8 @@ def run(
     claims_range: str = typer.Option(None, "--claims-range", help="Claim indices a:b (python slice)."),
     workers: int = typer.Option(None, "--workers", help="Retrieval processes (default: CPU count)."),
     budget_s: float = typer.Option(None, "--budget-s", help="Target mean seconds per claim; degrades documented knobs when over."),
-    force: bool = typer.Option(False, "--force", help="Discard partial results of a different config in --out."),
+    force: bool = typer.Option(False, "--force", help="--out holds results of different settings, data, code or models: keep its completed claims, redo the rest with these."),
+    restart: bool = typer.Option(False, "--restart", help="Discard every result in --out and start over."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars, no verdicts on the console."),
     show_config: bool = typer.Option(False, "--show-config", help="Print the effective config (JSON) before the run; it is always saved to --out/config.json."),
     models_dir: str = typer.Option(None, "--models-dir", help="Where fetched models live (default: models/)."),
@@ -54,7 +55,7 @@ def run(
 
     Writes predictions.json (official format), submission.csv (leaderboard), one JSONL per stage, timings.json, manifest.json, config.json and run.log into --out.
 
-    Rerun the same command to resume: finished claims are kept, every claim ends up exactly once. The first Ctrl-C or SIGTERM finishes the claim in flight, writes the outputs for the finished claims and prints the command to resume; a second one stops at once.
+    Rerun the same command to resume: finished claims are kept, every claim ends up exactly once. Another --workers or thread count resumes too; other data, settings, prompts, code or models are refused (see run_state.json) unless --force or --restart. The first Ctrl-C or SIGTERM finishes the claim in flight, writes the outputs for the finished claims and prints the command to resume; a second one stops at once.
 
     Exit code 0: all claims clean; 3: finished, some claims degraded (flagged); 2: bad input, or --out cannot be written (disk full, read-only, gone; one line names the file); 130: stopped by SIGINT (Ctrl-C); 143: stopped by SIGTERM."""
     from sanctuary_local.interrupt import RunInterrupted, StopRequest
@@ -65,9 +66,11 @@ def run(
         raise UserError("--budget-s must be > 0")
     if workers is not None and workers <= 0:
         raise UserError("--workers must be > 0")
+    if force and restart:
+        raise UserError("--force keeps the completed claims, --restart discards them: give one of them")
     opts = RunOptions(
         claims=claims, store=store, out=out, profile=profile, limit=limit, claims_range=claims_range,
-        workers=workers, budget_s=budget_s, force=force, quiet=quiet, show_config=show_config,
+        workers=workers, budget_s=budget_s, force=force, restart=restart, quiet=quiet, show_config=show_config,
         overrides=parse_overrides(set_) or None,
         models_dir=models_dir, overlap=overlap, reuse_from=reuse_from, argv=["sanctuary-local", *sys.argv[1:]],
     )
@@ -178,6 +181,9 @@ def _print_next_steps(console: Any, summary: Any, claims: Path) -> None:
     subset = "" if idx == list(range(len(all_claims))) or not idx else f" --claims-range {idx[0]}:{idx[-1] + 1}"
     console.print(f"  score it (the claims have gold labels):  sanctuary-local eval --pred {escape(shlex.quote(str(out)))} "
                   f"--gold {escape(shlex.quote(str(claims)))}{subset}", highlight=False, soft_wrap=True)
+    if subset:
+        console.print("    (a subset: eval also writes official_submission.csv + official_solution.csv, the pair the "
+                      "official FEVER-8 scorer scores right; submission.csv alone it scores near 0)", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -25,7 +25,7 @@ import re
 import stat
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -240,6 +240,19 @@ class KnowledgeStore:
                     h.update(b"\0damaged")  # what was read, then the damage: stable for the same bytes
             self._fingerprints[claim_index] = h.hexdigest()
         return self._fingerprints[claim_index]
+
+
+def content_id(store: KnowledgeStore, claim_index: int, sha256: Callable[[Path], str]) -> str:
+    """What identifies the content of the claim's file for the run fingerprint, without
+    reading a zip: a zip member's ``crc32:<crc>:<size>`` from the archive's directory, a
+    file's ``sha256`` (the caller's, e.g. cached) cut to 16 hex digits; ``"missing"``."""
+    files = store._files  # noqa: SLF001 - the store's own module
+    if claim_index not in files:
+        return "missing"
+    if store._is_zip:  # noqa: SLF001
+        info = store._archive().getinfo(files[claim_index])  # noqa: SLF001
+        return f"crc32:{info.CRC:08x}:{info.file_size}"
+    return sha256(store.path / files[claim_index])[:16]
 
 
 #: What reading a damaged or unsupported zip member raises: a bad CRC (BadZipFile), a

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any
 
 from sanctuary_local.config import Config, load_config
 from sanctuary_local.errors import UserError
-from sanctuary_local.ids import file_sha256
 from sanctuary_local.records import Claim
 from sanctuary_local.run_types import RunOptions
 
-__all__ = ["preflight", "run_config", "run_fingerprint", "select_claims"]
+__all__ = ["preflight", "run_config", "select_claims"]
 
 #: Python module each backend needs (checked before anything runs).
 _BACKEND_MODULES = {"vllm": ("vllm", "gpu"), "llama_cpp": ("llama_cpp", "cpu"), "openai_http": (None, None)}
@@ -40,16 +38,6 @@ def run_config(opts: RunOptions) -> Config:
     if opts.models_dir:
         cfg.models_dir = opts.models_dir
     return cfg
-
-
-def run_fingerprint(cfg: Config, opts: RunOptions) -> dict[str, Any]:
-    """What a run directory's stage files were made with (``runstate.check_state``)."""
-    return {
-        "config": cfg.fingerprint(),
-        "claims_file": file_sha256(str(opts.claims)),
-        "store": str(Path(opts.store).resolve()),
-        "budget_s": opts.budget_s,
-    }
 
 
 def preflight(cfg: Config) -> None:

@@ -6,14 +6,15 @@ import logging
 import time
 from pathlib import Path
 
-from sanctuary_local.budget import STAGES, BudgetPlanner
+from sanctuary_local.budget import STAGES, BudgetPlanner, resume_planner
 from sanctuary_local.config import Config
 from sanctuary_local.interrupt import RunInterrupted, StopRequest
 from sanctuary_local.records import ClaimEvidence, Decomposition, HydeResult, Prediction
 from sanctuary_local.reporting import RunReporter
-from sanctuary_local.run.prepare import preflight, run_config, run_fingerprint, select_claims
+from sanctuary_local.ids import file_sha256
+from sanctuary_local.run.prepare import preflight, run_config, select_claims
 from sanctuary_local.run_types import RunOptions
-from sanctuary_local.runstate import STAGE_FILES, StageFile, check_state
+from sanctuary_local.runstate import STAGE_FILES, StageFile, run_identity
 
 __all__ = ["RunState", "StopPoints", "open_stage_files"]
 
@@ -72,15 +73,16 @@ class RunState:
         self.cfg: Config = run_config(opts)
         cfg = self.cfg
         preflight(cfg)
-        # read before check_state: a bad trust file stops the run before --force clears anything
+        # read before the run identity is checked: a bad trust file stops the run before --force clears anything
         self.trust = load_trust(cfg.retrieval.trust_file, cfg.retrieval.trust_default)
         self.store = KnowledgeStore(opts.store)
         self.claims = select_claims(read_claims(opts.claims), opts.claims_range, opts.limit)
         self.by_index = {c.index: c for c in self.claims}
         self.out = Path(opts.out)
-        fingerprint = run_fingerprint(cfg, opts)
-        check_state(self.out, fingerprint, opts.force)
-        self.reporter = RunReporter(self.out, cfg, opts, quiet=opts.quiet)
+        identity = run_identity(self.out, cfg, file_sha256(str(opts.claims)), self.store, [c.index for c in self.claims],
+                                opts)
+        fingerprint = identity["fingerprint"]
+        self.reporter = RunReporter(self.out, cfg, opts, quiet=opts.quiet, identity=identity)
         files = open_stage_files(self.out)
         self.decompose, self.hyde, self.evidence = files["decompose"], files["hyde"], files["retrieval"]
         self.followup_q, self.followup, self.verdict = files["followup_questions"], files["followup"], files["verdict"]
@@ -89,6 +91,10 @@ class RunState:
 
             reuse_stages(Path(opts.reuse_from), self.out, cfg, fingerprint, files, [c.index for c in self.claims])
         self.planner = BudgetPlanner(cfg, opts.budget_s, len(self.claims)) if opts.budget_s else None
+        if self.planner is not None:  # a resumed run plans with the budget left to it
+            resume_planner(self.planner, self.reporter.earlier_attempts(),
+                           {k: files[k] for k in ("decompose", "hyde", "retrieval", "followup", "verdict")},
+                           [c.index for c in self.claims])
         self.t0 = time.perf_counter()
 
     def trusted(self, ev: ClaimEvidence) -> ClaimEvidence:
