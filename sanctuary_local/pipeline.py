@@ -163,7 +163,7 @@ class _Run:
 
     def __init__(self, opts: RunOptions, stop: StopRequest | None = None) -> None:
         from sanctuary_local.io.claims import read_claims
-        from sanctuary_local.io.store import KnowledgeStore
+        from sanctuary_local.corpus.source import open_source, source_key
 
         self.opts = opts
         self.stops = _StopPoints(stop)
@@ -178,14 +178,14 @@ class _Run:
 
         # read before check_state: a bad trust file stops the run before --force clears anything
         self.trust = load_trust(cfg.retrieval.trust_file, cfg.retrieval.trust_default)
-        self.store = KnowledgeStore(opts.store)
+        self.store = open_source(opts.store)  # a knowledge store, or a corpus index (issue 28)
         self.claims = select_claims(read_claims(opts.claims), opts.claims_range, opts.limit)
         self.by_index = {c.index: c for c in self.claims}
         self.out = Path(opts.out)
         fingerprint = {
             "config": cfg.fingerprint(),
             "claims_file": file_sha256(str(opts.claims)),
-            "store": str(Path(opts.store).resolve()),
+            "store": source_key(opts.store),
             "budget_s": opts.budget_s,
         }
         check_state(self.out, fingerprint, opts.force)
