@@ -150,17 +150,18 @@ class CorpusIndex:
         return np.unique(found, return_counts=True)
 
     def scores(self, text: str) -> np.ndarray:
-        """BM25 score of every segment for one query (float64, length ``n_segments``)."""
+        """BM25 score of every segment for one query (float32, length ``n_segments``).
+
+        A term's postings name each segment once, so ``scores[segs] += w`` is exact (no
+        repeated index in one fancy-index add) and touches only that term's postings."""
         terms, counts = self.query_terms(text)
         indptr, post_seg, post_w = self.arrays["indptr"], self.arrays["post_seg"], self.arrays["post_w"]
-        segs, weights = [], []
+        scores = np.zeros(self.n_segments, dtype=np.float32)
         for t, c in zip(terms.tolist(), counts.tolist()):
             a, b = int(indptr[t]), int(indptr[t + 1])
-            segs.append(np.asarray(post_seg[a:b]))
-            weights.append(np.asarray(post_w[a:b], dtype=np.float64) * c)
-        if not segs:
-            return np.zeros(self.n_segments)
-        return np.bincount(np.concatenate(segs), np.concatenate(weights), minlength=self.n_segments)
+            w = post_w[a:b]
+            scores[post_seg[a:b]] += w if c == 1 else w * np.float32(c)
+        return scores
 
     def search(self, text: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ≤ k best segments (positive scores only), best first, ties by segment id."""
