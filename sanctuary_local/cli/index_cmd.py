@@ -31,7 +31,7 @@ def index(
         raise UserError("--max-file-mb must be > 0")
     console = Console(stderr=True)
     with Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  TextColumn("{task.description}"), console=console, transient=True, disable=quiet) as bar:
+                  TextColumn("{task.description}"), console=console, transient=True, disable=quiet or not console.is_terminal) as bar:
         task = bar.add_task("", total=None)
 
         def tick(done: int, total: int, path: str) -> None:
@@ -39,9 +39,9 @@ def index(
 
         rep = build_index(folder, out, segment_tokens=segment_tokens, max_bytes=int(max_file_mb * 1024 * 1024),
                           progress=tick)
-    mb = rep.text_bytes / 1e6
+    size = f"{rep.text_bytes / 1e6:.1f} MB" if rep.text_bytes >= 1e6 else f"{rep.text_bytes / 1e3:.1f} kB"
     console.print(f"index {escape(str(out))} ({rep.generation}): {rep.indexed} files read, {rep.reused} unchanged, "
-                  f"{rep.removed} removed; {rep.units} documents, {rep.segments} segments, {mb:.1f} MB of text "
+                  f"{rep.removed} removed; {rep.units} documents, {rep.segments} segments, {size} of text "
                   f"in {rep.seconds:.1f} s", highlight=False, soft_wrap=True)
     for kind in ("failed", "skipped"):
         for item in getattr(rep, kind):
