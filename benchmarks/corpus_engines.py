@@ -106,7 +106,7 @@ def build(engine: str, store: Path, work: Path) -> dict:
 
         ids, _ = _term_ids(texts)
         model = bm25s.BM25(k1=1.5, b=0.75, method="robertson")
-        model.index((ids, {i: i for i in range(max(map(max, filter(None, ids))) + 1)}), create_empty_token=False,
+        model.index((ids, {str(i): i for i in range(max(map(max, filter(None, ids))) + 1)}), create_empty_token=False,
                     show_progress=False)
         model.save(str(dst / "bm25s"))
     elif engine == "tantivy":
