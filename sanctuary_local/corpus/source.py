@@ -16,11 +16,14 @@ text, so every snippet's ``start``/``end`` is a span of the extracted text and
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from sanctuary_local.corpus.index import CorpusIndex, is_corpus_index
-from sanctuary_local.records import Document, Query, Segment
+from sanctuary_local.records import ClaimEvidence, Document, Query, Segment
 
 __all__ = ["CorpusSource", "open_source", "source_key"]
 
@@ -80,6 +83,17 @@ class CorpusSource:
         docs = [Document(claim_index, u, self.index.unit_url(u), (self.index.unit_text(u),), type="corpus")
                 for u in units]
         return docs, hits
+
+    def retrieve(self, retriever: Any, claim_index: int, queries: Sequence[Query]) -> ClaimEvidence:
+        """Stage 2 of one claim: the corpus's coarse hits, then ``retriever.retrieve_hits``
+        (an ``EvidenceRetriever``: semantic chunking, dense search, thresholds)."""
+        t0 = time.perf_counter()
+        documents, hits = self.claim_inputs(claim_index, queries, retriever.cfg.top_k_segments)
+        bm25_s = round(time.perf_counter() - t0, 4)
+        if not queries:
+            return ClaimEvidence(claim_index, (), ("no_queries",), {"bm25": bm25_s})
+        ev = retriever.retrieve_hits(documents, queries, hits)
+        return replace(ev, claim_index=claim_index, timings={"bm25": bm25_s, **ev.timings})
 
 
 def open_source(path: str | Path):

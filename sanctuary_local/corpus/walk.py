@@ -10,6 +10,7 @@ archives are reported, not opened (no zip bombs by nesting).
 
 from __future__ import annotations
 
+import io
 import os
 import zipfile
 import zlib
@@ -91,8 +92,8 @@ def _members(full: Path, rel: str, max_bytes: int, size: int) -> Iterator[Source
         yield WalkProblem(rel, "skipped", "empty (0-byte zip archive)")
         return
     try:
-        with open_regular(full) as fh:
-            zf = zipfile.ZipFile(io_copy(fh))
+        with open_regular(full) as fh:  # held in memory (≤ max_bytes): members are read after it is closed
+            zf = zipfile.ZipFile(io.BytesIO(fh.read()))
             infos = sorted(zf.infolist(), key=lambda i: i.filename)
     except (NotRegularFile, *_ZIP_ERRORS, ValueError) as exc:
         yield WalkProblem(rel, "failed", f"broken zip archive ({exc})"[:300])
@@ -111,14 +112,6 @@ def _members(full: Path, rel: str, max_bytes: int, size: int) -> Iterator[Source
             yield WalkProblem(path, "skipped", f"over the size cap ({info.file_size} > {max_bytes} bytes)")
         else:
             yield SourceFile(path, info.file_size, _member_reader(zf, info, max_bytes))
-
-
-def io_copy(fh) -> "object":
-    """The archive's bytes in memory (archives are capped at ``max_bytes``), so members
-    can be read after the file is closed."""
-    import io
-
-    return io.BytesIO(fh.read())
 
 
 def _member_reader(zf: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int) -> Callable[[], bytes]:

@@ -255,8 +255,8 @@ def _one_claim(claim_index: int, queries: tuple[Query, ...]) -> ClaimEvidence:
     """Retrieve one claim in a worker; any exception becomes a flagged empty result."""
     try:
         store = _WORKER["store"]
-        if hasattr(store, "claim_inputs"):
-            return _one_claim_corpus(store, claim_index, queries)
+        if hasattr(store, "claim_inputs"):  # a corpus index: its own coarse step (corpus/source.py)
+            return store.retrieve(_WORKER["retriever"], claim_index, queries)
         if not store.has(claim_index):
             return ClaimEvidence(claim_index, tuple(QueryEvidence(q) for q in queries), ("store_missing",))
         t0 = time.perf_counter()
@@ -271,19 +271,6 @@ def _one_claim(claim_index: int, queries: tuple[Query, ...]) -> ClaimEvidence:
     except Exception as exc:  # noqa: BLE001 - one bad claim never kills the batch
         msg = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]
         return ClaimEvidence(claim_index, tuple(QueryEvidence(q) for q in queries), (f"retrieval_error: {msg}",))
-
-
-def _one_claim_corpus(source: Any, claim_index: int, queries: tuple[Query, ...]) -> ClaimEvidence:
-    """One claim against a shared corpus index: its coarse hits come from the corpus
-    (``CorpusSource.claim_inputs``), the semantic part is the same as for a store."""
-    t0 = time.perf_counter()
-    retriever = _WORKER["retriever"]
-    documents, hits = source.claim_inputs(claim_index, queries, retriever.cfg.top_k_segments)
-    bm25_s = time.perf_counter() - t0
-    if not queries:
-        return ClaimEvidence(claim_index, (), ("no_queries",), {"bm25": round(bm25_s, 4)})
-    ev = retriever.retrieve_hits(documents, queries, hits)
-    return replace(ev, claim_index=claim_index, timings={"bm25": round(bm25_s, 4), **ev.timings})
 
 
 def _prepare_static(cfg: RetrievalConfig, models_dir: str | Path) -> None:
