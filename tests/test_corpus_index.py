@@ -203,3 +203,27 @@ def test_run_needs_exactly_one_source(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "not a corpus index" in capsys.readouterr().err
     assert main(["check", "a claim", "--corpus", str(tmp_path)]) == 2
     assert main(["index", str(tmp_path / "missing"), "--out", str(tmp_path / "ix")]) == 2
+
+
+def test_corpus_claim_through_the_real_semantic_stage(tmp_path: Path) -> None:
+    """``CorpusSource.retrieve`` (what a retrieval worker runs for a corpus) with the cpu
+    profile's real embedders: snippets come from the corpus's units, with exact spans."""
+    from sanctuary_local.config import load_config
+    from sanctuary_local.stages.evidence import EvidenceRetriever
+
+    build_index(EXAMPLES, tmp_path / "ix")
+    source = CorpusSource(tmp_path / "ix")
+    cfg = load_config("cpu").retrieval
+    cfg.index_cache = ""
+    retriever = EvidenceRetriever(cfg)
+    queries = (Query(3, 0, "When was the Eiffel Tower completed?", ("It was completed in March 1889.",)),
+               Query(3, 1, "zzzz qqqq"))
+    ev = source.retrieve(retriever, 3, queries)
+    assert ev.claim_index == 3 and "no_hits:q1" in ev.flags and "bm25" in ev.timings
+    snippets = ev.queries[0].snippets
+    assert snippets and ev.queries[1].snippets == ()
+    for s in snippets:
+        c = s.chunk
+        assert source.index.unit_text(c.doc_position)[c.start:c.end] == c.text
+        assert c.url == source.index.unit_url(c.doc_position)
+    assert snippets[0].chunk.url == "https://example.org/landmarks/eiffel-tower"
