@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 def index(
     folder: Path = typer.Argument(..., help="The folder of documents (walked recursively; zip archives opened)."),
-    out: Path = typer.Option(..., "--out", help="The index folder (created; rerun to update it: unchanged files are not re-read)."),
+    out: Path = typer.Option(..., "--out", help="The index folder (created; rerun to update it: unchanged files are not extracted again)."),
     max_file_mb: float = typer.Option(64.0, "--max-file-mb", help="Skip files (and zip members) larger than this."),
     segment_tokens: int = typer.Option(500, "--segment-tokens", help="Words per coarse segment (the pipeline's retrieval.segment_tokens)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
