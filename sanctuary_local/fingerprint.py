@@ -42,7 +42,7 @@ import orjson
 
 from sanctuary_local.config import Config
 from sanctuary_local.io.safe_io import atomic_write_bytes, open_regular, read_regular
-from sanctuary_local.io.store import content_id
+from sanctuary_local.io.store import KnowledgeStore, content_id
 
 __all__ = ["EXECUTION_SETTINGS", "HashCache", "code_identity", "config_identity", "is_execution_setting",
            "model_identities", "prompt_identities", "result_settings", "run_fingerprint", "store_identity"]
@@ -167,6 +167,8 @@ def store_identity(store: Any, indices: Iterable[int], cache: HashCache) -> dict
     """Claim index (as a string) → the content identity of its ``KnowledgeStore`` file
     (``io.store.content_id``); files are hashed by a few threads (hashlib releases the GIL)."""
     indices = sorted(set(indices))
+    if not isinstance(store, KnowledgeStore):  # a corpus index: its generation names its content (corpus/source.py)
+        return {str(i): store.fingerprint(i) for i in indices}
     with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
         ids = list(pool.map(lambda i: content_id(store, i, cache.sha256), indices))
     return {str(i): ident for i, ident in zip(indices, ids)}

@@ -302,19 +302,21 @@ def _recorded_store(run_dir: Path) -> Path | None:
     runs made before the store was fingerprinted by content name it in ``fingerprint.store``."""
     state = _load_optional(run_dir / "run_state.json")
     store = _dig(state, "store_path") or _dig(state, "fingerprint", "store")
+    if isinstance(store, str) and "@gen-" in store:  # a corpus index: "path@generation" (corpus/source.py)
+        store = store.rsplit("@gen-", 1)[0]
     return Path(store) if isinstance(store, str) and store else None
 
 
 def open_store(run_dir: Path, store: Path | None) -> tuple[KnowledgeStore | None, str]:
     """The knowledge store for the snippets' pages (``store``, else the run's own), or
     None and the reason, which every page states; a missing store is never an error."""
-    from sanctuary_local.io.store import KnowledgeStore
+    from sanctuary_local.corpus.source import open_source
 
     path = store if store is not None else _recorded_store(run_dir)
     if path is None:
         return None, f"{run_dir / 'run_state.json'} names no knowledge store and no --store was given"
     try:
-        return KnowledgeStore(path), ""
+        return open_source(path), ""  # a knowledge store, or a corpus index (issue 28)
     except UserError as exc:
         return None, str(exc)
 
@@ -323,6 +325,8 @@ def _claim_docs(ks: KnowledgeStore | None, why_not: str, claim_index: int) -> tu
     """Document position → text of one claim's store file, or None and why not."""
     if ks is None:
         return None, why_not
+    if hasattr(ks, "unit_texts"):  # a corpus index: positions are its units, read on demand
+        return ks.unit_texts(), ""
     if not ks.has(claim_index):
         return None, f"{ks.file_name(claim_index)}: not in the knowledge store"
     try:

@@ -23,6 +23,8 @@ from sanctuary_local.cli import app, main
 #: letters, a choice outside its set, or a value the command itself refuses (UserError).
 BAD_VALUES: dict[str, list[str]] = {
     "run": ["--claims", "c.json", "--store", "s", "--out", "o", "--limit", "abc"],
+    "index": ["/nonexistent/sanctuary-docs", "--out", "/nonexistent/sanctuary-ix", "--max-file-mb", "abc"],
+    "check": ["a claim", "--corpus", "/nonexistent/sanctuary-ix", "--date", "yesterday"],
     "eval": ["--pred", "p", "--gold", "g", "--workers", "abc"],
     "report": ["/nonexistent/sanctuary-run"],
     "inspect": ["--store", "/nonexistent/sanctuary-store"],

@@ -22,6 +22,8 @@ from sanctuary_local.errors import UserError
 #: add a command by adding its line).
 COMMANDS = (
     "run",
+    "index",
+    "check",
     "eval",
     "report",
     "inspect",

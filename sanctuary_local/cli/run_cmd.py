@@ -35,7 +35,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 def run(
     claims: Path = typer.Option(..., "--claims", help="AVeriTeC claims JSON (train/dev/test format)."),
-    store: Path = typer.Option(..., "--store", help="Knowledge store: a directory of {i}.json files or the official zip."),
+    store: Path = typer.Option(None, "--store", help="Knowledge store: a directory of {i}.json files or the official zip."),
+    corpus: Path = typer.Option(None, "--corpus", help="Instead of --store: a corpus index (`sanctuary-local index`) searched for every claim."),
     out: Path = typer.Option(..., "--out", help="Output directory (created; rerun the same command to resume)."),
     profile: str = typer.Option("cpu", "--profile", help="cpu | paper | a TOML/YAML profile file."),
     limit: int = typer.Option(None, "--limit", help="Only the first N selected claims."),
@@ -62,6 +63,14 @@ def run(
     from sanctuary_local.pipeline import RunOptions, run_pipeline
     from sanctuary_local.procs import OrphanGuard
 
+    if (store is None) == (corpus is None):
+        raise UserError("give exactly one of --store (a per-claim knowledge store) and --corpus (a corpus index)")
+    if corpus is not None:
+        from sanctuary_local.corpus.index import is_corpus_index
+
+        if not is_corpus_index(corpus):
+            raise UserError(f"{corpus}: not a corpus index; build one with `sanctuary-local index DIR --out {corpus}`")
+        store = corpus
     if budget_s is not None and budget_s <= 0:
         raise UserError("--budget-s must be > 0")
     if workers is not None and workers <= 0:

@@ -65,7 +65,7 @@ class RunState:
 
     def __init__(self, opts: RunOptions, stop: StopRequest | None = None) -> None:
         from sanctuary_local.io.claims import read_claims
-        from sanctuary_local.io.store import KnowledgeStore
+        from sanctuary_local.corpus.source import open_source
         from sanctuary_local.stages.trust import load_trust
 
         self.opts = opts
@@ -75,7 +75,7 @@ class RunState:
         preflight(cfg)
         # read before the run identity is checked: a bad trust file stops the run before --force clears anything
         self.trust = load_trust(cfg.retrieval.trust_file, cfg.retrieval.trust_default)
-        self.store = KnowledgeStore(opts.store)
+        self.store = open_source(opts.store)  # a knowledge store, or a corpus index (issue 28)
         self.claims = select_claims(read_claims(opts.claims), opts.claims_range, opts.limit)
         self.by_index = {c.index: c for c in self.claims}
         self.out = Path(opts.out)

@@ -130,6 +130,16 @@ class EvidenceRetriever:
             flags.append(f"empty_documents:{empty}")
         hits = self.coarse_search(corpus, engine, queries)
         clock.lap("bm25")
+        return self.retrieve_hits(documents, queries, hits, flags=flags, clock=clock)
+
+    def retrieve_hits(self, documents: Sequence[Document], queries: Sequence[Query], hits: list[list[Segment]], *,
+                      flags: list[str] | None = None, clock: _Clock | None = None) -> ClaimEvidence:
+        """The semantic part (§4.3–4.4) on coarse hits found elsewhere (a corpus index,
+        ``corpus/source.py``): ``hits[i]`` are query i's segments, best first, each in one
+        of ``documents`` (by position)."""
+        clock = clock or _Clock()
+        flags = list(flags or ())
+        claim = documents[0].claim_index if documents else (queries[0].claim_index if queries else -1)
         flags += [f"no_hits:q{q.number}" for q, h in zip(queries, hits) if not h]
         chunks, vectors = self._chunks(documents, hits)
         clock.lap("chunk")
@@ -230,7 +240,7 @@ _WORKER: dict[str, Any] = {}
 
 
 def _init_worker(cfg: RetrievalConfig, models_dir: str, store_path: str, parent_pid: int | None = None) -> None:
-    from sanctuary_local.io.store import KnowledgeStore
+    from sanctuary_local.corpus.source import open_source
 
     if parent_pid is not None:  # a pool worker (not the in-process workers == 1 case)
         from sanctuary_local.procs import die_with_parent
@@ -238,13 +248,15 @@ def _init_worker(cfg: RetrievalConfig, models_dir: str, store_path: str, parent_
         die_with_parent(parent_pid)  # first: loading the models below takes seconds
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it lets this claim finish
     _WORKER["retriever"] = EvidenceRetriever(cfg, models_dir)
-    _WORKER["store"] = KnowledgeStore(store_path)
+    _WORKER["store"] = open_source(store_path)  # a KnowledgeStore, or a corpus index (issue 28)
 
 
 def _one_claim(claim_index: int, queries: tuple[Query, ...]) -> ClaimEvidence:
     """Retrieve one claim in a worker; any exception becomes a flagged empty result."""
     try:
         store = _WORKER["store"]
+        if hasattr(store, "claim_inputs"):  # a corpus index: its own coarse step (corpus/source.py)
+            return store.retrieve(_WORKER["retriever"], claim_index, queries)
         if not store.has(claim_index):
             return ClaimEvidence(claim_index, tuple(QueryEvidence(q) for q in queries), ("store_missing",))
         t0 = time.perf_counter()

@@ -1,0 +1,135 @@
+"""``sanctuary-local check "claim" --corpus INDEX``: one claim typed in, checked against
+your own indexed documents; prints the verdict, the question-answer evidence and the
+sources (file, PDF page, character span), and optionally writes the cited HTML report."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+import typer
+
+from sanctuary_local.errors import UserError
+
+
+def _claim_date(value: str | None) -> str | None:
+    """``YYYY-MM-DD`` → the claims file's ``DD-MM-YYYY``; a bad date is a ``UserError``."""
+    if value is None:
+        return None
+    try:
+        return dt.date.fromisoformat(value).strftime("%d-%m-%Y")
+    except ValueError:
+        raise UserError(f"--date must be YYYY-MM-DD, got {value!r}") from None
+
+
+def check(
+    claim: str = typer.Argument(..., help="The claim to check, in quotes."),
+    corpus: Path = typer.Option(..., "--corpus", help="A corpus index written by `sanctuary-local index`."),
+    date: str = typer.Option(None, "--date", help="When the claim was made (YYYY-MM-DD)."),
+    report: Path = typer.Option(None, "--report", help="Also write the cited HTML report of this claim to this file."),
+    out: Path = typer.Option(None, "--out", help="Keep the run's files here (default: a temporary folder, removed)."),
+    profile: str = typer.Option("cpu", "--profile", help="cpu | cpu-fast | paper | a TOML/YAML profile file."),
+    models_dir: str = typer.Option(None, "--models-dir", help="Where fetched models live (default: models/)."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config value (repeatable), as in `run`."),
+) -> None:
+    """Check one claim against your own documents: HyDE questions → BM25 over the corpus index → semantic retrieval → verdict.
+
+    Prints the verdict, the justification, each question with its answer snippet and the snippet's source: file, PDF page, and character span in the text extracted from the file. Exit code 0; 3 when the result is degraded (flagged); 2 for bad input."""
+    from sanctuary_local.cli.run_cmd import parse_overrides
+    from sanctuary_local.corpus.index import is_corpus_index
+    from sanctuary_local.interrupt import RunInterrupted, StopRequest
+    from sanctuary_local.pipeline import RunOptions, run_pipeline
+    from sanctuary_local.procs import OrphanGuard
+
+    if not claim.strip():
+        raise UserError("the claim is empty")
+    if not is_corpus_index(corpus):
+        raise UserError(f"{corpus}: not a corpus index; build one with `sanctuary-local index DIR --out {corpus}`")
+    claim_date = _claim_date(date)
+    work = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="sanctuary-check-"))
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        claims_file = work / "claim.json"
+        claims_file.write_bytes(orjson.dumps([{"claim": claim.strip(), "claim_date": claim_date}]))
+        opts = RunOptions(claims=claims_file, store=corpus, out=work / "run", profile=profile, force=True, quiet=True,
+                          overrides=parse_overrides(set_) or None, models_dir=models_dir,
+                          argv=["sanctuary-local", *sys.argv[1:]])
+        with OrphanGuard() as guard, StopRequest(hint="", exclude_pids=(guard.pid or 0,)) as stop:
+            try:
+                summary = run_pipeline(opts, stop=stop)
+            except RunInterrupted as exc:
+                print(f"stopped: {exc}", file=sys.stderr, flush=True)
+                raise typer.Exit(exc.exit_code) from None
+        pred = summary.predictions[0]
+        cited = print_check(pred, corpus)
+        (work / "run" / "sources.json").write_bytes(orjson.dumps([c.to_dict() for c in cited], option=orjson.OPT_INDENT_2))
+        if report is not None:
+            _write_report(work / "run", pred, report)
+    finally:
+        if out is None:
+            shutil.rmtree(work, ignore_errors=True)
+    raise typer.Exit(summary.exit_code)
+
+
+def _write_report(run_dir: Path, pred: Any, dest: Path) -> None:
+    from sanctuary_local.report import page_name, write_report
+
+    write_report(run_dir, run_dir / "report")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(run_dir / "report" / page_name(pred), dest)  # self-contained: inline CSS, no links out
+    print(f"report: {dest}")
+
+
+def print_check(pred: Any, corpus: Path, console: Any = None) -> list[Any]:
+    """Verdict, justification, evidence and sources of one prediction; returns the
+    ``CitedEvidence`` records. Texts come from files and models: escaped, never markup."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from sanctuary_local.cli.run_cmd import label_scores_line
+    from sanctuary_local.corpus.cite import cite_prediction
+    from sanctuary_local.corpus.index import CorpusIndex
+
+    console = console or Console(width=max(100, shutil.get_terminal_size((100, 20)).columns))
+    index = CorpusIndex(corpus)
+    cited = cite_prediction(index, pred)
+    console.print(f"[bold]claim[/]: {escape(pred.claim)}", highlight=False)
+    console.print(f"[bold]verdict[/]: [bold magenta]{escape(pred.label)}[/]", highlight=False)
+    if scores := label_scores_line(pred.meta):
+        console.print(f"  {escape(scores)}", highlight=False)
+    if pred.flags:
+        console.print(f"  flags: {escape(', '.join(pred.flags))}", highlight=False, soft_wrap=True)
+    console.print(f"[bold]justification[/]: {escape(pred.justification)}", highlight=False)
+    console.print("[bold]evidence[/]:" if cited else "[bold]evidence[/]: none found in the corpus")
+    sources: dict[tuple[str, int], int] = {}
+    for i, c in enumerate(cited, start=1):
+        s = c.source
+        n = sources.setdefault((s.path, s.page), len(sources) + 1)
+        answer = " ".join(c.answer.split())
+        console.print(f"  Q{i}. {escape(c.question)}", highlight=False)
+        console.print(f"      A: {escape(answer[:400] + ('…' if len(answer) > 400 else ''))}  [{n}]", highlight=False)
+    if cited:
+        console.print("[bold]sources[/]:")
+    shown: set[int] = set()
+    for c in cited:
+        s = c.source
+        n = sources[(s.path, s.page)]
+        spans = [f"{x.source.start}-{x.source.end}" for x in cited if (x.source.path, x.source.page) == (s.path, s.page)]
+        if n in shown:
+            continue
+        shown.add(n)
+        where = s.path + (f", page {s.page}" if s.page else "") + (f", line {s.line}" if s.line else "")
+        extra = f"  {s.url}" if s.url else ""
+        console.print(f"  [{n}] {escape(where)}: characters {escape(', '.join(spans))} of its extracted text{escape(extra)}",
+                      highlight=False, soft_wrap=True)
+    return cited
+
+
+def register(app: typer.Typer) -> None:
+    app.command("check")(check)

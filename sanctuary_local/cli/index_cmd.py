@@ -1,0 +1,55 @@
+"""``sanctuary-local index DIR --out INDEX``: a searchable corpus from a folder of your own
+documents (saved web pages, PDFs, text, Markdown, .docx, AVeriTeC store files, zips of
+them), for ``check`` and ``run --corpus`` (see ``sanctuary_local/corpus/``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+
+def index(
+    folder: Path = typer.Argument(..., help="The folder of documents (walked recursively; zip archives opened)."),
+    out: Path = typer.Option(..., "--out", help="The index folder (created; rerun to update it: unchanged files are not extracted again)."),
+    max_file_mb: float = typer.Option(64.0, "--max-file-mb", help="Skip files (and zip members) larger than this."),
+    segment_tokens: int = typer.Option(500, "--segment-tokens", help="Words per coarse segment (the pipeline's retrieval.segment_tokens)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Index a folder of documents for `check` and `run --corpus`.
+
+    HTML: main text (trafilatura), title, canonical URL; PDF: text per page (pypdf); .txt/.md as they are; .docx paragraphs; AVeriTeC store files (.json/.jsonl) one document per line. Files whose content is unchanged since the last run are reused; deleted files leave the index. The index switches to the new version only when it is complete: an interrupted run leaves the previous one usable.
+
+    A file that cannot be read (encrypted or broken PDF, binary, empty, too big, undecodable) never stops the run: INDEX/index_report.json lists each with its reason. Exit code 0, or 2 for a bad folder."""
+    from sanctuary_local.corpus.build import REPORT_NAME, build_index
+    from sanctuary_local.errors import UserError
+
+    if max_file_mb <= 0:
+        raise UserError("--max-file-mb must be > 0")
+    console = Console(stderr=True)
+    with Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  TextColumn("{task.description}"), console=console, transient=True, disable=quiet or not console.is_terminal) as bar:
+        task = bar.add_task("", total=None)
+
+        def tick(done: int, total: int, path: str) -> None:
+            bar.update(task, completed=done, total=total, description=escape(path[-60:]))
+
+        rep = build_index(folder, out, segment_tokens=segment_tokens, max_bytes=int(max_file_mb * 1024 * 1024),
+                          progress=tick)
+    size = f"{rep.text_bytes / 1e6:.1f} MB" if rep.text_bytes >= 1e6 else f"{rep.text_bytes / 1e3:.1f} kB"
+    console.print(f"index {escape(str(out))} ({rep.generation}): {rep.indexed} files read, {rep.reused} unchanged, "
+                  f"{rep.removed} removed; {rep.units} documents, {rep.segments} segments, {size} of text "
+                  f"in {rep.seconds:.1f} s", highlight=False, soft_wrap=True)
+    for kind in ("failed", "skipped"):
+        for item in getattr(rep, kind):
+            console.print(f"  {kind}: {escape(item['path'])}: {escape(item['reason'])}", highlight=False, soft_wrap=True)
+    for item in rep.flagged:
+        console.print(f"  flagged: {escape(item['path'])}: {escape(', '.join(item['flags']))}", highlight=False, soft_wrap=True)
+    console.print(f"report: {escape(str(Path(out) / REPORT_NAME))}", highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("index")(index)

@@ -1,0 +1,211 @@
+"""``sanctuary-local index DIR --out INDEX``: build (or update) a corpus index.
+
+Layout of ``INDEX``::
+
+    CURRENT              the name of the live generation, replaced atomically (os.replace)
+    gen-000003/          one complete generation:
+      manifest.json      parameters, counts, and every indexed file: sha256, size, its units
+      texts.bin          the units' extracted texts, UTF-8, back to back
+      meta.bin           one JSON object per unit (path, page, line, url, title), back to back
+      units.npy          per unit: text and meta byte offsets and lengths (int64 × 4)
+      vocab.npy …        the BM25 arrays (``postings.py``), memory-mapped when searching
+    index_report.json    the last run: every skipped, failed or flagged file with its reason
+
+Atomic: a run writes a new generation folder and only then points ``CURRENT`` at it, so
+an interrupted run leaves the previous index loadable (or, the first time, no index:
+``CorpusIndex`` refuses a folder without ``CURRENT``); its half-written folder is removed
+by the next run. Incremental: a file whose sha256 matches the live generation's record
+is not extracted again (its texts are copied from the old ``texts.bin``); a file no
+longer in the folder is not carried over. Every unit is then re-segmented and the
+postings rebuilt: BM25's idf and average length are corpus-wide, so they change anyway.
+One bad file never stops a run: it is listed in ``index_report.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from sanctuary_local.corpus.extract import Extraction, Failed, SourceUnit, Skipped, extract
+from sanctuary_local.corpus.postings import PostingsWriter
+from sanctuary_local.corpus.walk import MAX_FILE_BYTES, SourceFile, WalkProblem, walk
+from sanctuary_local.errors import UserError
+from sanctuary_local.io.safe_io import atomic_write_bytes
+from sanctuary_local.retrieval.segment import TOKENISER_ID
+
+__all__ = ["IndexReport", "build_index", "INDEX_FORMAT", "CURRENT", "REPORT_NAME"]
+
+INDEX_FORMAT = "sanctuary-corpus-v1"
+CURRENT = "CURRENT"
+REPORT_NAME = "index_report.json"
+
+
+@dataclass
+class IndexReport:
+    """What an ``index`` run did; written to ``INDEX/index_report.json``."""
+
+    index: str
+    generation: str = ""
+    indexed: int = 0
+    reused: int = 0
+    removed: int = 0
+    units: int = 0
+    segments: int = 0
+    text_bytes: int = 0
+    seconds: float = 0.0
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    failed: list[dict[str, str]] = field(default_factory=list)
+    flagged: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _Units:
+    """Appends units to ``texts.bin``/``meta.bin`` and to the postings writer."""
+
+    def __init__(self, gen: Path, postings: PostingsWriter) -> None:
+        self.texts = open(gen / "texts.bin", "wb")
+        self.meta = open(gen / "meta.bin", "wb")
+        self.rows: list[tuple[int, int, int, int]] = []
+        self.postings = postings
+        self.t_off = self.m_off = 0
+
+    def add(self, u: SourceUnit) -> None:
+        data = u.text.encode("utf-8", errors="replace")
+        meta = orjson.dumps({"path": u.path, "page": u.page, "line": u.line, "url": u.url, "title": u.title})
+        self.texts.write(data)
+        self.meta.write(meta)
+        self.rows.append((self.t_off, len(data), self.m_off, len(meta)))
+        self.t_off += len(data)
+        self.m_off += len(meta)
+        # segment the text exactly as it will be read back (U+FFFD for unpaired surrogates)
+        self.postings.add(len(self.rows) - 1, data.decode("utf-8"))
+
+    def close(self, gen: Path) -> None:
+        for fh in (self.texts, self.meta):
+            fh.flush()
+            os.fsync(fh.fileno())
+            fh.close()
+        np.save(gen / "units.npy", np.array(self.rows, dtype=np.int64).reshape(-1, 4))
+
+
+def _previous(out: Path) -> tuple[Any, dict[str, Any]]:
+    """The live generation (a ``CorpusIndex``) and its file records, or (None, {})."""
+    from sanctuary_local.corpus.index import CorpusIndex
+
+    if not (out / CURRENT).is_file():
+        return None, {}
+    try:
+        old = CorpusIndex(out)
+    except UserError:
+        return None, {}  # an unreadable previous index is rebuilt from the files
+    return old, old.manifest.get("files", {})
+
+
+def _clean_stale(out: Path, keep: str | None) -> None:
+    """Remove generation folders a crashed run left (all but the live one)."""
+    for p in out.glob("gen-*"):
+        if p.is_dir() and p.name != keep:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _next_name(out: Path, live: str | None) -> str:
+    n = int(live.split("-")[1]) + 1 if live and live.split("-")[-1].isdigit() else 1
+    return f"gen-{n:06d}"
+
+
+def build_index(root: Path, out: Path, *, segment_tokens: int = 500, k1: float = 1.5, b: float = 0.75,
+                max_bytes: int = MAX_FILE_BYTES,
+                progress: Callable[[int, int, str], None] | None = None) -> IndexReport:
+    """Index the files under ``root`` into ``out`` (module doc); ``progress(done, total,
+    path)`` is called before the first file and after each."""
+    root, out = Path(root), Path(out)
+    if not root.is_dir():
+        raise UserError(f"{root}: not a folder (index expects a folder of documents)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{out}: cannot create the index folder: {exc.strerror or exc}") from None
+    t0 = time.perf_counter()
+    old, old_files = _previous(out)
+    live = old.generation if old is not None else None
+    _clean_stale(out, live)
+    name = _next_name(out, live)
+    gen = out / name
+    gen.mkdir()
+    report = IndexReport(index=str(out), generation=name)
+    items = list(walk(root, exclude=out, max_bytes=max_bytes))
+    postings = PostingsWriter(gen, segment_tokens, k1, b)
+    units = _Units(gen, postings)
+    files: dict[str, Any] = {}
+    tick = progress or (lambda done, total, path: None)
+    tick(0, len(items), "")
+    for i, item in enumerate(items, start=1):
+        _one_file(item, old, old_files, units, files, report, max_bytes)
+        tick(i, len(items), item.path)
+    units.close(gen)
+    counts = postings.finish()
+    report.removed = sum(1 for p in old_files if p not in files)
+    report.units, report.segments, report.text_bytes = len(units.rows), counts["segments"], units.t_off
+    manifest = {"format": INDEX_FORMAT, "tokeniser": TOKENISER_ID, "segment_tokens": segment_tokens, "k1": k1, "b": b,
+                "root": str(root.resolve()), **counts, "units": len(units.rows), "text_bytes": units.t_off, "files": files}
+    atomic_write_bytes(gen / "manifest.json", orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+    if old is not None:
+        old.close()
+    atomic_write_bytes(out / CURRENT, name.encode())  # the switch: the new generation is live
+    _clean_stale(out, name)
+    report.seconds = round(time.perf_counter() - t0, 3)
+    atomic_write_bytes(out / REPORT_NAME, orjson.dumps(report.__dict__, option=orjson.OPT_INDENT_2))
+    return report
+
+
+def _one_file(item: SourceFile | WalkProblem, old: Any, old_files: dict[str, Any], units: _Units,
+              files: dict[str, Any], report: IndexReport, max_bytes: int) -> None:
+    """Extract (or reuse) one file's units into the new generation; record any problem."""
+    if isinstance(item, WalkProblem):
+        getattr(report, item.status).append({"path": item.path, "reason": item.reason})
+        return
+    try:
+        data = item.read()
+    except Failed as exc:
+        report.failed.append({"path": item.path, "reason": str(exc)})
+        return
+    except OSError as exc:
+        report.failed.append({"path": item.path, "reason": f"cannot be read: {exc.strerror or exc}"})
+        return
+    if len(data) > max_bytes:
+        report.skipped.append({"path": item.path, "reason": f"over the size cap (> {max_bytes} bytes)"})
+        return
+    sha = hashlib.sha256(data).hexdigest()
+    prev = old_files.get(item.path)
+    if old is not None and prev is not None and prev.get("sha256") == sha:
+        got = Extraction(tuple(old.source_unit(u) for u in range(*prev["units"])), tuple(prev.get("flags", ())))
+        report.reused += 1
+    else:
+        try:
+            got = extract(item.path, data)
+        except Skipped as exc:
+            report.skipped.append({"path": item.path, "reason": str(exc)})
+            return
+        except Failed as exc:
+            report.failed.append({"path": item.path, "reason": str(exc)})
+            return
+        except UserError:
+            raise  # a missing extractor package: every file of its type would fail
+        except Exception as exc:  # noqa: BLE001 - an extractor bug on one file never stops the run
+            report.failed.append({"path": item.path, "reason": f"extraction error ({type(exc).__name__}: {exc})"[:300]})
+            return
+        report.indexed += 1
+    first = len(units.rows)
+    for u in got.units:
+        units.add(u)
+    files[item.path] = {"sha256": sha, "size": len(data), "units": [first, len(units.rows)], "flags": list(got.flags)}
+    if got.flags:
+        report.flagged.append({"path": item.path, "flags": list(got.flags)})

@@ -1,0 +1,248 @@
+"""Bytes of one file → its searchable texts (``SourceUnit``), or the reason it has none.
+
+One function per format, chosen by the file's extension from ``EXTRACTORS``:
+
+- HTML: the main content via trafilatura (no comments, tables kept); the title from
+  the page's metadata; the URL from ``<link rel=canonical>``, else ``og:url``, else
+  none (the file path stands in). A page trafilatura finds no main text in falls back
+  to the text of its ``<body>`` (lxml), so a short note saved as HTML is not lost.
+- PDF: one unit per page (``page`` is 1-based) via pypdf; an encrypted PDF that does
+  not open with the empty password, or a PDF pypdf cannot parse, is a failure.
+- Plain text and Markdown: the decoded file as it is (so a span in the unit is a span
+  in the file's text).
+- .docx: the paragraphs' text via python-docx, one per line.
+- AVeriTeC store files (``.json``/``.jsonl``, one JSON object per line with ``url`` and
+  ``url2text``): one unit per line, its text ``"\\n".join(url2text)`` exactly as
+  ``records.Document.text``.
+
+Decoding: UTF-8 (a leading BOM dropped); bytes that are not UTF-8 are replaced by U+FFFD
+and the file is flagged ``undecodable_bytes_replaced``. A text file with NUL bytes or
+mostly control characters is ``binary`` and skipped. Heavy libraries are imported
+inside the extractors, with an install hint.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+import orjson
+
+__all__ = ["SourceUnit", "Extraction", "Skipped", "Failed", "EXTRACTORS", "extract", "kind_of", "UNDECODABLE"]
+
+#: Flag of a file whose undecodable bytes were replaced by U+FFFD.
+UNDECODABLE = "undecodable_bytes_replaced"
+_SNIFF_BYTES = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class SourceUnit:
+    """One searchable text: a whole file, one PDF page or one line of a store file.
+
+    ``text`` is what spans index: every snippet's ``start``/``end`` is a span of it."""
+
+    path: str
+    """The file, relative to the indexed folder; a zip member is ``archive.zip!/member``."""
+    text: str
+    page: int = 0
+    """1-based PDF page; 0 for a format without pages."""
+    line: int = 0
+    """1-based line of an AVeriTeC store file; 0 otherwise."""
+    url: str = ""
+    """The saved page's canonical URL (or og:url), a store line's ``url``; "" = none."""
+    title: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """What one file gave: its units (possibly none) and its flags."""
+
+    units: tuple[SourceUnit, ...]
+    flags: tuple[str, ...] = ()
+
+
+class Skipped(Exception):
+    """The file holds nothing to index (empty, binary, too big, unsupported type)."""
+
+
+class Failed(Exception):
+    """The file should hold text but cannot be read (encrypted or broken)."""
+
+
+def decode_text(data: bytes) -> tuple[str, tuple[str, ...]]:
+    """UTF-8 text of ``data`` (BOM dropped), with ``UNDECODABLE`` when bytes were replaced;
+    ``Skipped`` for binary data (NUL bytes, or > 30 % control characters in its start)."""
+    head = data[:_SNIFF_BYTES]
+    if b"\0" in head:
+        raise Skipped("binary (NUL bytes in a text file)")
+    controls = sum(1 for b in head if b < 32 and b not in (9, 10, 12, 13))
+    if head and controls > 0.3 * len(head):
+        raise Skipped("binary (mostly control characters)")
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8"), ()
+    except UnicodeDecodeError:
+        return data.decode("utf-8", errors="replace"), (UNDECODABLE,)
+
+
+def _require(module: str, package: str):
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        from sanctuary_local.errors import UserError
+
+        raise UserError(f"reading this file type needs the package '{package}': pip install 'sanctuary-local[cpu]'") from None
+
+
+# ------------------------------------------------------------------------------ HTML
+_CANONICAL = "//link[translate(@rel,'CANONICAL','canonical')='canonical']/@href"
+_OG_URL = "//meta[@property='og:url']/@content"
+
+
+def _page_url(tree) -> str:
+    for xpath in (_CANONICAL, _OG_URL):
+        for value in tree.xpath(xpath):
+            if str(value).strip():
+                return str(value).strip()
+    return ""
+
+
+def extract_html(path: str, data: bytes) -> Extraction:
+    """Main text of a saved web page; title and canonical URL kept (module doc)."""
+    text, flags = decode_text(data)
+    if not text.strip():
+        raise Skipped("empty")
+    trafilatura = _require("trafilatura", "trafilatura")
+    lxml_html = _require("lxml.html", "lxml")
+    try:
+        tree = lxml_html.document_fromstring(text)
+    except Exception as exc:  # noqa: BLE001 - lxml raises several types for junk
+        raise Failed(f"not parseable as HTML ({type(exc).__name__}: {exc})") from None
+    body = trafilatura.extract(text, include_comments=False, include_tables=True, favor_recall=True,
+                               deduplicate=False) or ""
+    if not body.strip():
+        body = re.sub(r"[ \t]*\n\s*", "\n", tree.text_content() or "").strip()
+    if not body.strip():
+        raise Skipped("empty (no text in the page)")
+    title = tree.findtext(".//title") or ""
+    meta = trafilatura.extract_metadata(text)
+    if meta is not None and meta.title:
+        title = meta.title
+    return Extraction((SourceUnit(path, body, url=_page_url(tree), title=" ".join(title.split())),), flags)
+
+
+# ------------------------------------------------------------------------------- PDF
+def extract_pdf(path: str, data: bytes) -> Extraction:
+    """One unit per page that has text; the page numbers kept (1-based)."""
+    pypdf = _require("pypdf", "pypdf")
+    if not data.strip():
+        raise Skipped("empty")
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise Failed("encrypted PDF (needs a password)")
+        pages = [(i + 1, page.extract_text() or "") for i, page in enumerate(reader.pages)]
+    except Failed:
+        raise
+    except Exception as exc:  # noqa: BLE001 - pypdf raises many types for damaged files
+        if "decrypt" in str(exc).lower() or "encrypt" in str(exc).lower():
+            raise Failed(f"encrypted PDF ({exc})") from None
+        raise Failed(f"broken PDF ({type(exc).__name__}: {exc})"[:300]) from None
+    title = ""
+    try:
+        title = str((reader.metadata or {}).get("/Title") or "")
+    except Exception:  # noqa: BLE001 - a damaged info dictionary costs only the title
+        title = ""
+    units = tuple(SourceUnit(path, _valid(t), page=n, title=title) for n, t in pages if t.strip())
+    if not units:
+        raise Skipped("empty (no extractable text: a scanned PDF?)" if pages else "empty (no pages)")
+    return Extraction(units)
+
+
+def _valid(text: str) -> str:
+    """``text`` as valid UTF-8 round-trips it (lone surrogates from a PDF become U+FFFD)."""
+    return text.encode("utf-8", errors="replace").decode("utf-8")
+
+
+# ----------------------------------------------------------------- text, docx, store
+def extract_text(path: str, data: bytes) -> Extraction:
+    """The decoded file as it is (plain text, Markdown)."""
+    text, flags = decode_text(data)
+    if not text.strip():
+        raise Skipped("empty")
+    heading = re.search(r"^#[ \t]+(.+)$", text, re.MULTILINE) if kind_of(path) in (".md", ".markdown") else None
+    title = heading.group(1).strip() if heading else PurePosixPath(path.rsplit("!/", 1)[-1]).name
+    return Extraction((SourceUnit(path, text, title=title),), flags)
+
+
+def extract_docx(path: str, data: bytes) -> Extraction:
+    """Paragraph texts of a Word document, one per line."""
+    docx = _require("docx", "python-docx")
+    if not data:
+        raise Skipped("empty")
+    try:
+        doc = docx.Document(io.BytesIO(data))
+        text = "\n".join(p.text for p in doc.paragraphs)
+        title = doc.core_properties.title or ""
+    except Exception as exc:  # noqa: BLE001 - a damaged zip or XML
+        raise Failed(f"broken .docx ({type(exc).__name__}: {exc})"[:300]) from None
+    if not text.strip():
+        raise Skipped("empty (no paragraph text)")
+    return Extraction((SourceUnit(path, text, title=title),))
+
+
+def extract_store(path: str, data: bytes) -> Extraction:
+    """AVeriTeC store lines (``{"url", "url2text": [...]}``), one unit per line; lines
+    that are not such objects are counted in a flag, not fatal."""
+    text, flags = decode_text(data)
+    if not text.strip():
+        raise Skipped("empty")
+    units, bad = [], 0
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            bad += 1
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("url2text"), list):
+            bad += 1
+            continue
+        body = "\n".join(s if isinstance(s, str) else str(s) for s in obj["url2text"])
+        if body.strip():
+            units.append(SourceUnit(path, body, line=lineno, url=str(obj.get("url") or "")))
+    if not units:
+        raise Skipped("not an AVeriTeC store file (no line with 'url2text' text)")
+    return Extraction(tuple(units), flags + ((f"store_lines_skipped:{bad}",) if bad else ()))
+
+
+#: File extension → extractor (house style: an explicit table).
+EXTRACTORS: dict[str, Callable[[str, bytes], Extraction]] = {
+    ".html": extract_html, ".htm": extract_html, ".xhtml": extract_html,
+    ".pdf": extract_pdf,
+    ".txt": extract_text, ".text": extract_text, ".md": extract_text, ".markdown": extract_text,
+    ".docx": extract_docx,
+    ".json": extract_store, ".jsonl": extract_store,
+}
+
+
+def kind_of(path: str) -> str:
+    """The lower-cased extension of ``path`` (``.pdf``), "" when it has none."""
+    return PurePosixPath(path.rsplit("!/", 1)[-1]).suffix.lower()
+
+
+def extract(path: str, data: bytes) -> Extraction:
+    """Units of one file; ``Skipped``/``Failed`` with the reason when there are none."""
+    fn = EXTRACTORS.get(kind_of(path))
+    if fn is None:
+        raise Skipped(f"unsupported file type ({kind_of(path) or 'no extension'})")
+    if not data:
+        raise Skipped("empty (0 bytes)")
+    return fn(path, data)

@@ -1,0 +1,175 @@
+"""A built corpus index, memory-mapped: BM25 search over its segments, unit texts, provenance.
+
+Nothing is loaded whole: every array is ``np.load(mmap_mode="r")`` and the texts are read
+from a memory map of ``texts.bin`` one unit at a time, so resident memory while querying
+grows with the postings a query touches, not with the corpus. A query is tokenised as a
+per-claim index tokenises it (``retrieval/segment.py``: same terms, stop words dropped,
+a repeated term counted once per repetition, as rank-bm25 does).
+"""
+
+from __future__ import annotations
+
+import mmap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from sanctuary_local.corpus.extract import SourceUnit
+from sanctuary_local.corpus.postings import POSTINGS_FILES
+from sanctuary_local.errors import UserError
+from sanctuary_local.retrieval.bm25 import top_k
+from sanctuary_local.retrieval.segment import TOKENISER_ID, _is_stop, term_hashes
+
+__all__ = ["CorpusIndex", "Provenance", "is_corpus_index"]
+
+
+def is_corpus_index(path: str | Path) -> bool:
+    """Whether ``path`` is a folder written by ``sanctuary-local index`` (it has ``CURRENT``)."""
+    from sanctuary_local.corpus.build import CURRENT
+
+    return Path(path).is_dir() and (Path(path) / CURRENT).is_file()
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where a snippet comes from: the file, the PDF page (0: none), the store line (0:
+    none) and the span in the unit's extracted text, with the snippet itself:
+    ``extracted_text[start:end] == text``."""
+
+    path: str
+    page: int
+    line: int
+    url: str
+    title: str
+    unit: int
+    start: int
+    end: int
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+
+class CorpusIndex:
+    """The live generation of an index folder (see ``build.py`` for the layout)."""
+
+    def __init__(self, root: str | Path) -> None:
+        from sanctuary_local.corpus.build import CURRENT, INDEX_FORMAT
+
+        self.root = Path(root)
+        try:
+            self.generation = (self.root / CURRENT).read_text().strip()
+            self.dir = self.root / self.generation
+            self.manifest = orjson.loads((self.dir / "manifest.json").read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            raise UserError(f"{self.root}: not a corpus index, or an interrupted first `index` run "
+                            f"({type(exc).__name__}: {exc}); run `sanctuary-local index DIR --out {self.root}`") from None
+        if self.manifest.get("format") != INDEX_FORMAT or self.manifest.get("tokeniser") != TOKENISER_ID:
+            raise UserError(f"{self.root}: index format {self.manifest.get('format')!r} / tokeniser "
+                            f"{self.manifest.get('tokeniser')!r} is not this version's; rebuild it with `sanctuary-local index`")
+        try:
+            self.arrays = {n: np.load(self.dir / f"{n}.npy", mmap_mode="r") for n in (*POSTINGS_FILES, "units")}
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{self.dir}: damaged corpus index ({exc}); rebuild it with `sanctuary-local index`") from None
+        self._maps: dict[str, mmap.mmap | bytes] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"root": self.root}  # reopened in a pool worker: memory maps do not pickle
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["root"])  # type: ignore[misc]
+
+    def close(self) -> None:
+        for m in self._maps.values():
+            if isinstance(m, mmap.mmap):
+                m.close()
+        self._maps.clear()
+        self.arrays.clear()
+
+    def _bytes(self, name: str) -> mmap.mmap | bytes:
+        if name not in self._maps:
+            with open(self.dir / name, "rb") as fh:
+                size = fh.seek(0, 2)
+                self._maps[name] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        return self._maps[name]
+
+    # ---------------------------------------------------------------- sizes
+    @property
+    def n_units(self) -> int:
+        return int(self.arrays["units"].shape[0])
+
+    @property
+    def n_segments(self) -> int:
+        return int(self.arrays["seg_unit"].shape[0])
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies this generation's content (run fingerprints, caches)."""
+        return f"{self.root.resolve()}@{self.generation}"
+
+    # ---------------------------------------------------------------- units
+    def unit_text(self, unit: int) -> str:
+        t_off, t_len, _, _ = (int(x) for x in self.arrays["units"][unit])
+        return bytes(self._bytes("texts.bin")[t_off:t_off + t_len]).decode("utf-8")
+
+    def unit_meta(self, unit: int) -> dict[str, Any]:
+        _, _, m_off, m_len = (int(x) for x in self.arrays["units"][unit])
+        return orjson.loads(bytes(self._bytes("meta.bin")[m_off:m_off + m_len]))
+
+    def source_unit(self, unit: int) -> SourceUnit:
+        m = self.unit_meta(unit)
+        return SourceUnit(m["path"], self.unit_text(unit), page=m["page"], line=m["line"], url=m["url"], title=m["title"])
+
+    def unit_url(self, unit: int) -> str:
+        """What the pipeline shows as the document's URL: the page's own URL when it has
+        one, else the file path (``#page=N`` for a PDF page, ``#line=N`` for a store line)."""
+        m = self.unit_meta(unit)
+        if m["url"]:
+            return m["url"]
+        return m["path"] + (f"#page={m['page']}" if m["page"] else f"#line={m['line']}" if m["line"] else "")
+
+    def provenance(self, unit: int, start: int, end: int) -> Provenance:
+        """The provenance record of the span ``[start, end)`` of ``unit``'s text."""
+        m = self.unit_meta(unit)
+        text = self.unit_text(unit)[start:end]
+        return Provenance(m["path"], m["page"], m["line"], m["url"], m["title"], unit, start, end, text)
+
+    # --------------------------------------------------------------- search
+    def query_terms(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """Vocabulary positions of a query's terms and how often each occurs in it."""
+        h = term_hashes(text)
+        h = h[~_is_stop(h)]
+        vocab = self.arrays["vocab"]
+        if not len(h) or not len(vocab):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        pos = np.minimum(np.searchsorted(vocab, h), len(vocab) - 1)
+        found = pos[np.asarray(vocab[pos]) == h]
+        return np.unique(found, return_counts=True)
+
+    def scores(self, text: str) -> np.ndarray:
+        """BM25 score of every segment for one query (float32, length ``n_segments``).
+
+        A term's postings name each segment once, so ``scores[segs] += w`` is exact (no
+        repeated index in one fancy-index add) and touches only that term's postings."""
+        terms, counts = self.query_terms(text)
+        indptr, post_seg, post_w = self.arrays["indptr"], self.arrays["post_seg"], self.arrays["post_w"]
+        scores = np.zeros(self.n_segments, dtype=np.float32)
+        for t, c in zip(terms.tolist(), counts.tolist()):
+            a, b = int(indptr[t]), int(indptr[t + 1])
+            w = post_w[a:b]
+            scores[post_seg[a:b]] += w if c == 1 else w * np.float32(c)
+        return scores
+
+    def search(self, text: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ≤ k best segments (positive scores only), best first, ties by segment id."""
+        if self.n_segments == 0 or k <= 0:
+            return np.zeros(0, np.int64), np.zeros(0)
+        return top_k(self.scores(text), k)
+
+    def segment(self, seg: int) -> tuple[int, int, int, int]:
+        """(unit, start, end, tokens) of one segment."""
+        a = self.arrays
+        return int(a["seg_unit"][seg]), int(a["seg_start"][seg]), int(a["seg_end"][seg]), int(a["seg_ntok"][seg])

@@ -1,0 +1,127 @@
+"""The files of a folder, recursively, and the members of the zip archives in it.
+
+Yields ``SourceFile`` (a path relative to the folder, its size, a way to read its bytes)
+or ``WalkProblem`` (something that cannot be read at all: a FIFO, a broken or encrypted
+archive, a file over the size cap). Order is sorted and stable, so two walks of the same
+folder give the same index. Hidden entries (a name starting with ".") and the index's own
+folder are not walked; symbolic links to folders are not followed (no cycles); nested
+archives are reported, not opened (no zip bombs by nesting).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from sanctuary_local.io.safe_io import NotRegularFile, open_regular
+
+__all__ = ["SourceFile", "WalkProblem", "walk", "MAX_FILE_BYTES"]
+
+#: Default cap on one file's (or zip member's uncompressed) size: bigger files are skipped.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+#: What reading a damaged, encrypted or unsupported zip member raises.
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError, OSError)
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A file to extract: ``path`` relative to the folder (``a.zip!/dir/b.pdf`` in an archive)."""
+
+    path: str
+    size: int
+    read: Callable[[], bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class WalkProblem:
+    """A file that is not read; ``status`` is ``skipped`` or ``failed``."""
+
+    path: str
+    status: str
+    reason: str
+
+
+def _read_file(path: Path, cap: int) -> Callable[[], bytes]:
+    def read() -> bytes:
+        with open_regular(path) as fh:
+            return fh.read(cap + 1)
+
+    return read
+
+
+def walk(root: Path, *, exclude: Path | None = None, max_bytes: int = MAX_FILE_BYTES) -> Iterator[SourceFile | WalkProblem]:
+    """Every file under ``root`` (sorted), zip archives opened (see module doc)."""
+    root = Path(root)
+    skip = Path(os.path.abspath(exclude)) if exclude is not None else None
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and Path(os.path.abspath(here / d)) != skip)
+        for name in sorted(filenames):
+            if name.startswith("."):
+                continue
+            full = here / name
+            rel = full.relative_to(root).as_posix()
+            yield from _one(full, rel, max_bytes)
+
+
+def _one(full: Path, rel: str, max_bytes: int) -> Iterator[SourceFile | WalkProblem]:
+    try:
+        st = full.stat()
+    except OSError as exc:  # a dangling link
+        yield WalkProblem(rel, "failed", f"cannot be read: {exc.strerror or exc}")
+        return
+    if not full.is_file():
+        yield WalkProblem(rel, "skipped", "not a regular file")
+        return
+    if st.st_size > max_bytes:
+        yield WalkProblem(rel, "skipped", f"over the size cap ({st.st_size} > {max_bytes} bytes)")
+        return
+    if full.suffix.lower() == ".zip":
+        yield from _members(full, rel, max_bytes, st.st_size)
+        return
+    yield SourceFile(rel, st.st_size, _read_file(full, max_bytes))
+
+
+def _members(full: Path, rel: str, max_bytes: int, size: int) -> Iterator[SourceFile | WalkProblem]:
+    if size == 0:
+        yield WalkProblem(rel, "skipped", "empty (0-byte zip archive)")
+        return
+    try:
+        with open_regular(full) as fh:  # held in memory (≤ max_bytes): members are read after it is closed
+            zf = zipfile.ZipFile(io.BytesIO(fh.read()))
+            infos = sorted(zf.infolist(), key=lambda i: i.filename)
+    except (NotRegularFile, *_ZIP_ERRORS, ValueError) as exc:
+        yield WalkProblem(rel, "failed", f"broken zip archive ({exc})"[:300])
+        return
+    for info in infos:
+        name = info.filename
+        base = name.rsplit("/", 1)[-1]
+        if info.is_dir() or not base or base.startswith(".") or "__MACOSX" in name:
+            continue
+        path = f"{rel}!/{name}"
+        if info.flag_bits & 0x1:
+            yield WalkProblem(path, "failed", "encrypted zip member (needs a password)")
+        elif name.lower().endswith(".zip"):
+            yield WalkProblem(path, "skipped", "nested archive (not opened)")
+        elif info.file_size > max_bytes:
+            yield WalkProblem(path, "skipped", f"over the size cap ({info.file_size} > {max_bytes} bytes)")
+        else:
+            yield SourceFile(path, info.file_size, _member_reader(zf, info, max_bytes))
+
+
+def _member_reader(zf: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int) -> Callable[[], bytes]:
+    def read() -> bytes:
+        try:
+            with zf.open(info) as fh:
+                return fh.read(cap + 1)
+        except _ZIP_ERRORS as exc:
+            from sanctuary_local.corpus.extract import Failed
+
+            raise Failed(f"damaged zip member ({exc})"[:300]) from None
+
+    return read

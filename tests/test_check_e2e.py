@@ -1,0 +1,66 @@
+"""End to end (issue 28): `index` then `check "claim" --corpus` on examples/corpus with the
+real CPU models (tests/data/tiny_cpu.toml: Qwen2.5-Coder-0.5B via llama.cpp, MiniLM, real
+BM25 and FAISS), every non-loopback socket blocked. One run; asserts the printed verdict
+and sources, the provenance of every snippet (the span holds the snippet, in the file
+itself for text and Markdown) and the cited HTML report. Never answer quality."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sanctuary_local.cli import main
+from sanctuary_local.corpus.index import CorpusIndex
+from sanctuary_local.records import LABELS
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "examples" / "corpus"
+TINY = str(ROOT / "tests" / "data" / "tiny_cpu.toml")
+
+pytestmark = pytest.mark.slow
+
+
+def test_index_then_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    attempts: list[object] = []
+    real_connect = socket.socket.connect
+
+    def guarded(self: socket.socket, address: object) -> object:
+        host = address[0] if isinstance(address, tuple) else str(address)
+        if self.family in (socket.AF_INET, socket.AF_INET6) and host not in ("127.0.0.1", "::1", "localhost"):
+            attempts.append(address)
+            raise OSError(f"network blocked by test: {address}")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    ix, out, page = tmp_path / "ix", tmp_path / "check", tmp_path / "report.html"
+    assert main(["index", str(CORPUS), "--out", str(ix), "--quiet"]) == 0
+    capsys.readouterr()
+    code = main(["check", "Water boils at 70 degrees Celsius on the summit of Mount Everest.", "--corpus", str(ix),
+                 "--date", "2024-05-01", "--profile", TINY, "--out", str(out), "--report", str(page)])
+    printed = capsys.readouterr().out
+    assert attempts == [], f"check tried to reach the network: {attempts}"
+    assert code in (0, 3), printed
+    verdict = next(line for line in printed.splitlines() if line.startswith("verdict:"))
+    assert verdict.removeprefix("verdict:").strip() in LABELS
+    claim = orjson.loads((out / "claim.json").read_bytes())
+    assert claim == [{"claim": "Water boils at 70 degrees Celsius on the summit of Mount Everest.", "claim_date": "01-05-2024"}]
+
+    sources = orjson.loads((out / "run" / "sources.json").read_bytes())
+    assert sources, printed
+    index = CorpusIndex(ix)
+    for s in (c["source"] for c in sources):
+        assert index.unit_text(s["unit"])[s["start"]:s["end"]] == s["text"] != ""
+        if s["path"].endswith((".md", ".txt")):  # the extracted text is the file's text
+            assert (CORPUS / s["path"]).read_text(encoding="utf-8")[s["start"]:s["end"]] == s["text"]
+        if s["path"].endswith(".pdf"):
+            assert s["page"] in (1, 2)
+        assert f"{s['start']}-{s['end']}" in printed and s["path"] in printed
+    assert any(s["source"]["path"] == "boiling-point.pdf" for s in sources), "BM25 over the corpus missed the PDF"
+    preds = orjson.loads((out / "run" / "predictions.json").read_bytes())
+    assert preds[0]["claim"].startswith("Water boils") and preds[0]["pred_label"] in LABELS
+
+    html = page.read_text(encoding="utf-8")
+    assert "<mark" in html and "Water boils at 70 degrees" in html and "store-note" not in html
