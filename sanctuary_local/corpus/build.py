@@ -36,6 +36,7 @@ import numpy as np
 import orjson
 
 from sanctuary_local.corpus.extract import Extraction, Failed, SourceUnit, Skipped, extract
+from sanctuary_local.corpus.index import CURRENT, INDEX_FORMAT, CorpusIndex
 from sanctuary_local.corpus.postings import PostingsWriter
 from sanctuary_local.corpus.walk import MAX_FILE_BYTES, SourceFile, WalkProblem, walk
 from sanctuary_local.errors import UserError
@@ -44,8 +45,6 @@ from sanctuary_local.retrieval.segment import TOKENISER_ID
 
 __all__ = ["IndexReport", "build_index", "INDEX_FORMAT", "CURRENT", "REPORT_NAME"]
 
-INDEX_FORMAT = "sanctuary-corpus-v1"
-CURRENT = "CURRENT"
 REPORT_NAME = "index_report.json"
 
 
@@ -98,8 +97,6 @@ class _Units:
 
 def _previous(out: Path) -> tuple[Any, dict[str, Any]]:
     """The live generation (a ``CorpusIndex``) and its file records, or (None, {})."""
-    from sanctuary_local.corpus.index import CorpusIndex
-
     if not (out / CURRENT).is_file():
         return None, {}
     try:

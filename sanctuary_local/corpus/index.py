@@ -23,13 +23,16 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.retrieval.bm25 import top_k
 from sanctuary_local.retrieval.segment import TOKENISER_ID, _is_stop, term_hashes
 
-__all__ = ["CorpusIndex", "Provenance", "is_corpus_index"]
+__all__ = ["CURRENT", "INDEX_FORMAT", "CorpusIndex", "Provenance", "is_corpus_index"]
+
+#: The file naming an index folder's live generation (``build.py`` replaces it atomically).
+CURRENT = "CURRENT"
+#: The on-disk format this version reads and writes (a manifest with another is refused).
+INDEX_FORMAT = "sanctuary-corpus-v1"
 
 
 def is_corpus_index(path: str | Path) -> bool:
     """Whether ``path`` is a folder written by ``sanctuary-local index`` (it has ``CURRENT``)."""
-    from sanctuary_local.corpus.build import CURRENT
-
     return Path(path).is_dir() and (Path(path) / CURRENT).is_file()
 
 
@@ -57,23 +60,8 @@ class CorpusIndex:
     """The live generation of an index folder (see ``build.py`` for the layout)."""
 
     def __init__(self, root: str | Path) -> None:
-        from sanctuary_local.corpus.build import CURRENT, INDEX_FORMAT
-
         self.root = Path(root)
-        try:
-            self.generation = (self.root / CURRENT).read_text().strip()
-            self.dir = self.root / self.generation
-            self.manifest = orjson.loads((self.dir / "manifest.json").read_bytes())
-        except (OSError, orjson.JSONDecodeError) as exc:
-            raise UserError(f"{self.root}: not a corpus index, or an interrupted first `index` run "
-                            f"({type(exc).__name__}: {exc}); run `sanctuary-local index DIR --out {self.root}`") from None
-        if self.manifest.get("format") != INDEX_FORMAT or self.manifest.get("tokeniser") != TOKENISER_ID:
-            raise UserError(f"{self.root}: index format {self.manifest.get('format')!r} / tokeniser "
-                            f"{self.manifest.get('tokeniser')!r} is not this version's; rebuild it with `sanctuary-local index`")
-        try:
-            self.arrays = {n: np.load(self.dir / f"{n}.npy", mmap_mode="r") for n in (*POSTINGS_FILES, "units")}
-        except (OSError, ValueError) as exc:
-            raise UserError(f"{self.dir}: damaged corpus index ({exc}); rebuild it with `sanctuary-local index`") from None
+        self.generation, self.dir, self.manifest, self.arrays = _open_generation(self.root)
         self._maps: dict[str, mmap.mmap | bytes] = {}
 
     def __getstate__(self) -> dict[str, Any]:
@@ -173,3 +161,23 @@ class CorpusIndex:
         """(unit, start, end, tokens) of one segment."""
         a = self.arrays
         return int(a["seg_unit"][seg]), int(a["seg_start"][seg]), int(a["seg_end"][seg]), int(a["seg_ntok"][seg])
+
+
+def _open_generation(root: Path) -> tuple[str, Path, dict[str, Any], dict[str, np.ndarray]]:
+    """The live generation of ``root``: its name, folder, manifest and memory-mapped arrays
+    (a missing, foreign or damaged index is a ``UserError`` saying how to rebuild it)."""
+    try:
+        generation = (root / CURRENT).read_text().strip()
+        folder = root / generation
+        manifest = orjson.loads((folder / "manifest.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise UserError(f"{root}: not a corpus index, or an interrupted first `index` run "
+                        f"({type(exc).__name__}: {exc}); run `sanctuary-local index DIR --out {root}`") from None
+    if manifest.get("format") != INDEX_FORMAT or manifest.get("tokeniser") != TOKENISER_ID:
+        raise UserError(f"{root}: index format {manifest.get('format')!r} / tokeniser "
+                        f"{manifest.get('tokeniser')!r} is not this version's; rebuild it with `sanctuary-local index`")
+    try:
+        arrays = {n: np.load(folder / f"{n}.npy", mmap_mode="r") for n in (*POSTINGS_FILES, "units")}
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{folder}: damaged corpus index ({exc}); rebuild it with `sanctuary-local index`") from None
+    return generation, folder, manifest, arrays

@@ -98,23 +98,7 @@ class PostingsWriter:
 
     def _bucket(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Bucket ``i`` sorted: (terms, postings per term, segment per posting, tf)."""
-        path = self.spill / f"b{i:02d}.bin"
-        if not path.exists():
-            z = np.zeros(0, np.int64)
-            return z.astype(np.uint64), z, z.astype(np.int32), z.astype(np.int32)
-        pairs = np.fromfile(path, dtype=_PAIR)
-        order = np.lexsort((pairs["s"], pairs["h"]))
-        h, s = pairs["h"][order], pairs["s"][order]
-        del pairs, order
-        new_pair = np.ones(len(h), dtype=bool)
-        new_pair[1:] = (h[1:] != h[:-1]) | (s[1:] != s[:-1])
-        at = np.flatnonzero(new_pair)
-        tf = np.diff(np.append(at, len(h))).astype(np.int32)
-        h, s = h[at], s[at].astype(np.int32)
-        new_term = np.ones(len(h), dtype=bool)
-        new_term[1:] = h[1:] != h[:-1]
-        t_at = np.flatnonzero(new_term)
-        return h[t_at], np.diff(np.append(t_at, len(h))), s, tf
+        return _sorted_bucket(self.spill / f"b{i:02d}.bin")
 
     def finish(self) -> dict[str, int]:
         """Write the arrays (``POSTINGS_FILES``) as ``.npy`` into ``gen``; returns counts."""
@@ -138,16 +122,10 @@ class PostingsWriter:
         floor = EPSILON * mean_idf if mean_idf > 0 else EPSILON
         avgdl = lengths.mean() if n and lengths.mean() > 0 else 1.0
         norm = self.k1 * (1 - self.b + self.b * lengths / avgdl)
-        def mm(path: Path, mode: str, dtype: type, shape: tuple[int]) -> np.ndarray:
-            if not shape[0]:  # an empty file cannot be memory-mapped
-                np.save(path, np.zeros(shape, dtype))
-                return np.zeros(shape, dtype)
-            return np.lib.format.open_memmap(path, mode, dtype, shape)
-
-        vocab = mm(self.gen / "vocab.npy", "w+", np.uint64, (n_terms,))
-        indptr = mm(self.gen / "indptr.npy", "w+", np.int64, (n_terms + 1,))
-        post_seg = mm(self.gen / "post_seg.npy", "w+", np.int32, (n_post,))
-        post_w = mm(self.gen / "post_w.npy", "w+", np.float32, (n_post,))
+        vocab = _memmap(self.gen / "vocab.npy", "w+", np.uint64, (n_terms,))
+        indptr = _memmap(self.gen / "indptr.npy", "w+", np.int64, (n_terms + 1,))
+        post_seg = _memmap(self.gen / "post_seg.npy", "w+", np.int32, (n_post,))
+        post_w = _memmap(self.gen / "post_w.npy", "w+", np.float32, (n_post,))
         t0 = p0 = 0
         indptr[0] = 0
         # pass 2: weights, written bucket after bucket (hash order = sorted vocab)
@@ -172,3 +150,33 @@ class PostingsWriter:
             f.unlink()
         self.spill.rmdir()
         return {"segments": n, "terms": n_terms, "postings": n_post}
+
+
+def _sorted_bucket(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A spilled bucket's (term hash, segment) pairs sorted: (terms, postings per term,
+    segment per posting, tf); empty arrays when the bucket was never written."""
+    if not path.exists():
+        z = np.zeros(0, np.int64)
+        return z.astype(np.uint64), z, z.astype(np.int32), z.astype(np.int32)
+    pairs = np.fromfile(path, dtype=_PAIR)
+    order = np.lexsort((pairs["s"], pairs["h"]))
+    h, s = pairs["h"][order], pairs["s"][order]
+    del pairs, order
+    new_pair = np.ones(len(h), dtype=bool)
+    new_pair[1:] = (h[1:] != h[:-1]) | (s[1:] != s[:-1])
+    at = np.flatnonzero(new_pair)
+    tf = np.diff(np.append(at, len(h))).astype(np.int32)
+    h, s = h[at], s[at].astype(np.int32)
+    new_term = np.ones(len(h), dtype=bool)
+    new_term[1:] = h[1:] != h[:-1]
+    t_at = np.flatnonzero(new_term)
+    return h[t_at], np.diff(np.append(t_at, len(h))), s, tf
+
+
+def _memmap(path: Path, mode: str, dtype: type, shape: tuple[int]) -> np.ndarray:
+    """A new ``.npy`` array file opened memory-mapped (an empty one is written plainly:
+    an empty file cannot be memory-mapped)."""
+    if not shape[0]:
+        np.save(path, np.zeros(shape, dtype))
+        return np.zeros(shape, dtype)
+    return np.lib.format.open_memmap(path, mode, dtype, shape)

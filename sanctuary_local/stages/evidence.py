@@ -149,25 +149,8 @@ class EvidenceRetriever:
         return ClaimEvidence(claim, result, tuple(flags), clock.total(), below)
 
     def semantic_segments(self, hits: list[list[Segment]]) -> list[list[Segment]]:
-        """Each query's segments that go through chunking + embedding (early stop).
-
-        With ``semantic_candidates`` = N > 0 a query's segments are walked in BM25 order
-        and the walk stops once they hold N × ``chunk_size`` tokens, the text of N full
-        chunks (default N = 64 = the dense candidates examined per query). An
-        approximation, not a proof: a lower-ranked segment could hold a chunk closer to
-        the query; its effect is measured (docs/retrieval.md, issue 14)."""
-        n = self.cfg.semantic_candidates
-        if n <= 0:
-            return hits
-        need = n * self.cfg.chunk_size
-        out = []
-        for segs in hits:
-            total, k = 0, 0
-            while k < len(segs) and total < need:
-                total += segs[k].n_tokens
-                k += 1
-            out.append(segs[:k])
-        return out
+        """Each query's segments that go through chunking + embedding (``early_stop``)."""
+        return early_stop(hits, self.cfg.semantic_candidates, self.cfg.chunk_size)
 
     def _chunks(self, documents: Sequence[Document], hits: list[list[Segment]]):
         """Retrieved segments grouped by document URL (§4.2), consolidated, chunked (§4.3);
@@ -236,6 +219,29 @@ def _best_below(chunks, queries: Sequence[Query], scores, ids) -> QueryEvidence 
 
 
 # ----------------------------------------------------------------- process pool
+
+
+def early_stop(hits: list[list[Segment]], n: int, chunk_size: int) -> list[list[Segment]]:
+    """Each query's segments that go through chunking + embedding.
+
+    With ``semantic_candidates`` = N > 0 a query's segments are walked in BM25 order
+    and the walk stops once they hold N × ``chunk_size`` tokens, the text of N full
+    chunks (default N = 64 = the dense candidates examined per query). An
+    approximation, not a proof: a lower-ranked segment could hold a chunk closer to
+    the query; its effect is measured (docs/retrieval.md, issue 14)."""
+    if n <= 0:
+        return hits
+    need = n * chunk_size
+    out = []
+    for segs in hits:
+        total, k = 0, 0
+        while k < len(segs) and total < need:
+            total += segs[k].n_tokens
+            k += 1
+        out.append(segs[:k])
+    return out
+
+
 _WORKER: dict[str, Any] = {}
 
 
