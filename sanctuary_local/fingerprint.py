@@ -223,9 +223,10 @@ def code_identity(package: Path | None = None) -> dict[str, Any]:
     return _git_identity(package) or _files_identity(package)
 
 
-def libraries_identity() -> dict[str, str]:
+def libraries_identity(names: Iterable[str] = ()) -> dict[str, str]:
+    """Installed versions of ``names`` (default ``LIBRARIES``); absent ones are left out."""
     versions = {}
-    for name in LIBRARIES:
+    for name in names or LIBRARIES:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

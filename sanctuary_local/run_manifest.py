@@ -18,7 +18,6 @@ import platform
 import sys
 import threading
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,12 +90,9 @@ class RunManifest:
             ("hyde_llm", cfg.hyde.llm.model), ("verdict_llm", cfg.verdict.llm.model),
             ("sts_embedder", cfg.retrieval.sts.model), ("retrieval_embedder", cfg.retrieval.retriever.model))}
         fingerprint = self.identity.get("fingerprint") or {}
-        versions = {}
-        for pkg in PACKAGES:
-            try:
-                versions[pkg] = metadata.version(pkg)
-            except metadata.PackageNotFoundError:
-                continue
+        from sanctuary_local.fingerprint import libraries_identity
+
+        versions = libraries_identity(PACKAGES)
         return {
             "sanctuary_local": __version__, "code": self.identity.get("code"), "fingerprint": fingerprint,
             "argv": opts.argv, "config": cfg.to_dict(), "config_fingerprint": fingerprint.get("config"),

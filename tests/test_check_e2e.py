@@ -6,7 +6,6 @@ itself for text and Markdown) and the cited HTML report. Never answer quality.""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import orjson
@@ -15,6 +14,7 @@ import pytest
 from sanctuary_local.cli import main
 from sanctuary_local.corpus.index import CorpusIndex
 from sanctuary_local.records import LABELS
+from test_pipeline_e2e import _block_non_loopback
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "examples" / "corpus"
@@ -24,17 +24,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_index_then_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    attempts: list[object] = []
-    real_connect = socket.socket.connect
-
-    def guarded(self: socket.socket, address: object) -> object:
-        host = address[0] if isinstance(address, tuple) else str(address)
-        if self.family in (socket.AF_INET, socket.AF_INET6) and host not in ("127.0.0.1", "::1", "localhost"):
-            attempts.append(address)
-            raise OSError(f"network blocked by test: {address}")
-        return real_connect(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", guarded)
+    attempts = _block_non_loopback(monkeypatch)
     ix, out, page = tmp_path / "ix", tmp_path / "check", tmp_path / "report.html"
     assert main(["index", str(CORPUS), "--out", str(ix), "--quiet"]) == 0
     capsys.readouterr()

@@ -28,6 +28,7 @@ from sanctuary_local.llm.base import ChatMessage, ScoreRequest, ScoreResult
 from sanctuary_local.prompts import load_prompt, render
 from sanctuary_local.records import LABELS, ClaimEvidence, EvidenceSnippet
 from sanctuary_local.stages.evidence_view import neutralize, source_name
+from sanctuary_local.stages.hyde import claim_fields
 from sanctuary_local.stages.verdict_draft import (  # noqa: F401 - the records are this mode's public names
     STANCE_FEATURES, STANCES, Context, Draft, Key, PassageStance, StanceScores, stance_features,
 )
@@ -62,8 +63,6 @@ def _shown(text: str, words: int) -> str:
 
 
 def stance_request(d: Draft, question: str, sn: EvidenceSnippet, ctx: Context, tag: str) -> ScoreRequest:
-    from sanctuary_local.stages.hyde import claim_fields
-
     f = claim_fields(d.claim)
     text = render(load_prompt(ctx.cfg.stance_prompt), claim=neutralize(f["claim"]), date=neutralize(f["date"]),
                   speaker=neutralize(f["speaker"]), question=_shown(question, 60), url=source_name(sn.chunk.url),
