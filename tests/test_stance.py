@@ -247,3 +247,18 @@ def test_balanced_class_weights_predict_the_rare_label_more_often():
 
     plain, balanced = fit_logistic(ex, "a" * 64, "h"), fit_logistic(ex, "a" * 64, "h", balanced=True)
     assert balanced.fit["class_weight"] == "balanced" and n_rare(balanced) > n_rare(plain)
+
+
+def test_a_calibration_for_other_inputs_is_refused_before_any_claim(tmp_path: Path):
+    """A hand-edited or foreign file whose weights do not fit the mode's inputs is a
+    one-line error naming the file, not a crash in the middle of stage 3."""
+    from sanctuary_local.stages.calibration import model_sha256, prepared_calibration
+
+    cfg = stance_cfg()
+    path = tmp_path / "cal.json"
+    two = tuple((0.0, 0.0) for _ in LABELS)  # 2 stance features, the mode gives 5
+    save_calibration(Calibration(model_sha256(cfg.llm.model), config_prompt_hash(cfg), prior_weights=two and
+                                 tuple((0.0,) * 4 for _ in LABELS), stance_weights=two), path)
+    cfg.calibration = str(path)
+    with pytest.raises(UserError, match="cal.json.*stance.*refit"):
+        prepared_calibration(cfg)

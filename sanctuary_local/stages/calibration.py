@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from sanctuary_local.errors import UserError
-from sanctuary_local.records import LABELS
+from sanctuary_local.records import LABELS, STANCE_FEATURES
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,5 +322,20 @@ def prepared_calibration(cfg: Any, models_dir: str | Path = "models") -> Calibra
     from sanctuary_local.stages.verdict_hash import config_prompt_hash
 
     cal = load_calibration(cfg.calibration)
-    cal.check(model_sha256(cfg.llm.model, models_dir), config_prompt_hash(cfg), str(calibration_path(cfg.calibration)))
+    where = str(calibration_path(cfg.calibration))
+    cal.check(model_sha256(cfg.llm.model, models_dir), config_prompt_hash(cfg), where)
+    _check_inputs(cal, cfg.mode, where)
     return cal
+
+
+def _check_inputs(cal: Calibration, mode: str, where: str) -> None:
+    """Refuse, before any claim, a calibration whose inputs the mode does not give (a
+    stance calibration in scored mode, or one with another number of stance features)."""
+    if mode == "stance":
+        ok = not cal.score_weights and all(len(row) == len(STANCE_FEATURES) for row in cal.stance_weights) \
+            and bool(cal.stance_weights)
+    else:
+        ok = not cal.stance_weights
+    if not ok:
+        raise UserError(f"{where}: this calibration reads {' + '.join(cal.inputs)}, not what verdict.mode = {mode!r} "
+                        f"gives; refit it with `sanctuary-local calibrate` on a {mode} run")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sanctuary_local.config import VerdictConfig
 from sanctuary_local.llm.base import ChatRequest, ChatResult, LLMBackend
-from sanctuary_local.records import Claim, ClaimEvidence, HydeResult
+from sanctuary_local.records import STANCE_FEATURES, STANCES, Claim, ClaimEvidence, HydeResult  # noqa: F401
 
 if TYPE_CHECKING:  # types only: these modules import nothing from here at run time
     from sanctuary_local.stages.calibration import Calibration
@@ -50,10 +50,6 @@ class LabelScores:
                 "calibrated": self.calibrated, "exact": self.exact}
 
 
-#: The answers scored for each passage, in this order.
-STANCES = ("support", "refute", "neither")
-#: The per-claim features the calibration reads, in this order.
-STANCE_FEATURES = ("mean_support", "mean_refute", "max_support", "max_refute", "evidence")
 
 
 @dataclass(frozen=True, slots=True)
