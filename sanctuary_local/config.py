@@ -38,6 +38,11 @@ class SamplingConfig:
     """Generation cap (vLLM's default of 16 is never relied on)."""
     seed: int = 0
     """Sampling seed (reruns are identical)."""
+    stop: list[str] = field(default_factory=list)
+    """Stop strings: generation ends where one appears, and it is not part of the text
+    (besides the chat template's end-of-turn markers, which always stop). Issue 26's
+    "stop string after the label line" row sets the verdict's to the starts of anything
+    that is not the model's own answer (an echoed example)."""
 
 
 @dataclass
@@ -360,6 +365,9 @@ def validate(cfg: Config) -> None:
         (r.chunk_vectors in ("embed", "pool"), "retrieval.chunk_vectors must be 'embed' or 'pool'"),
         (r.prefilter >= 0, "retrieval.prefilter must be >= 0"),
         (1 <= cfg.hyde.min_questions <= cfg.hyde.max_questions, "hyde.min_questions must be in [1, max_questions]"),
+        *((isinstance(stop, list) and all(isinstance(x, str) and x for x in stop),
+           f"{where}.sampling.stop must be a list of non-empty strings, got {stop!r}")
+          for where, stop in (("hyde", cfg.hyde.sampling.stop), ("verdict", cfg.verdict.sampling.stop))),
         # --set parses values as TOML: "True" or "yes" would arrive as a (truthy) string.
         (isinstance(cfg.verdict.citations, bool), "verdict.citations must be true or false"),
         (isinstance(cfg.followup.enabled, bool), "followup.enabled must be true or false"),

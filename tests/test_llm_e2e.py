@@ -74,6 +74,17 @@ def test_llama_generate_counts_and_grammar(llama):
         assert json.loads(r2.text)["label"] in ("Supported", "Refuted")
 
 
+def test_llama_stop_strings_end_generation(llama):
+    # sampling.stop (issue 26's stop-string row): generation ends at the string, which is
+    # not part of the text; without it the same request runs past it.
+    msgs = (ChatMessage("user", "Write the numbers from 1 to 6, one per line, digits only."),)
+    free, stopped = llama.generate([ChatRequest(msgs, SamplingConfig(temperature=0.0, max_tokens=24)),
+                                    ChatRequest(msgs, SamplingConfig(temperature=0.0, max_tokens=24, stop=["4"]))])
+    assert "4" in free.text and "5" in free.text, free.text
+    assert stopped.ok and stopped.finish_reason == "stop" and "3" in stopped.text and "4" not in stopped.text
+    assert stopped.completion_tokens < free.completion_tokens
+
+
 def test_llama_uses_the_gguf_chat_template(llama):
     # No chat_template configured: the GGUF's own (Qwen2.5 ChatML) is rendered, and
     # generation stops at its end-of-turn marker.
@@ -196,9 +207,12 @@ def test_openai_http_against_real_server(server_url):
         ChatRequest(msgs, SamplingConfig(temperature=0.0, max_tokens=8), tag="a"),
         ChatRequest((ChatMessage("user", "Is the sky green?"),), SamplingConfig(temperature=0.5, min_p=0.1, top_k=1, max_tokens=8), tag="b"),
         ChatRequest(msgs, SamplingConfig(max_tokens=16), json_schema=load_schema("hyde_schema.json"), tag="c"),
+        ChatRequest((ChatMessage("user", "Write the numbers from 1 to 6, one per line, digits only."),),
+                    SamplingConfig(temperature=0.0, max_tokens=16, stop=["4"]), tag="d"),
     ]
     results = backend.generate(reqs)
-    assert len(results) == 3 and all(r.ok for r in results), [r.error for r in results]
+    assert len(results) == 4 and all(r.ok for r in results), [r.error for r in results]
+    assert "3" in results[3].text and "4" not in results[3].text, results[3].text  # the server got "stop"
     for r in results:
         assert r.prompt_tokens > 0 and 0 < r.completion_tokens <= 16 and r.finish_reason in ("stop", "length")
     # llama-cpp-python's server only speaks {"type": "json_object", "schema": ...}: the backend adapts.

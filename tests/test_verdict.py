@@ -161,3 +161,21 @@ def test_reask_that_fails_keeps_the_fallback():
     (pred,) = run_verdict([CLAIM], [HYDE], [evidence(7)], backend, VerdictConfig())
     assert pred.label == "Refuted" and "verdict_label_fallback" in pred.flags  # the stage-1 label
     assert "verdict_label_reasked" in pred.flags
+
+
+def test_sampling_stop_strings_are_validated_and_the_short_prompt_renders():
+    from sanctuary_local.config import load_config
+    from sanctuary_local.errors import UserError
+    from sanctuary_local.prompts import load_prompt
+
+    cfg = load_config("cpu", {"verdict": {"sampling": {"stop": ["\nClaim:"]}}})
+    assert cfg.verdict.sampling.stop == ["\nClaim:"] and cfg.hyde.sampling.stop == []
+    for bad in ("\nClaim:", [""], [3]):  # --set parses a bare string as a string, not a list
+        with pytest.raises(UserError, match="verdict.sampling.stop must be a list of non-empty strings"):
+            load_config("cpu", {"verdict": {"sampling": {"stop": bad}}})
+    # issue 26's "shorter examples" row: one short example per label, the same slots as verdict.txt
+    short, full = load_prompt("verdict_short.txt"), load_prompt("verdict.txt")
+    for slot in ("{{claim}}", "{{date}}", "{{speaker}}", "{{location}}", "{{reporting_source}}", "{{evidence}}"):
+        assert short.count(slot) == full.count(slot) == 1
+    assert [short.count(f"Label: {lab}\n") for lab in ("Supported", "Refuted", "Not Enough Evidence")] == [1, 1, 1]
+    assert len(short) < len(full) * 0.6

@@ -133,7 +133,7 @@ class LlamaCppBackend:
             "top_k": s.top_k if s.top_k > 0 else 0,  # llama.cpp: 0 disables top-k
             "min_p": s.min_p,
             "seed": s.seed,
-            "stop": self._stop,
+            "stop": [*self._stop, *s.stop],
         }
 
     def _one(self, req: ChatRequest) -> ChatResult:

@@ -130,6 +130,8 @@ class OpenAIHTTPBackend:
             payload["top_k"] = s.top_k
         if s.min_p > 0:
             payload["min_p"] = s.min_p
+        if s.stop:
+            payload["stop"] = list(s.stop)
         if req.json_schema is not None:
             payload["response_format"] = self._response_format(req.json_schema)
         return payload

@@ -95,6 +95,7 @@ class VLLMBackend:
             top_k=s.top_k if s.top_k > 0 else -1,
             min_p=s.min_p,
             max_tokens=s.max_tokens,
+            stop=list(s.stop) or None,
             seed=s.seed if self._request_seeds else None,
             structured_outputs=StructuredOutputsParams(json=req.json_schema) if req.json_schema is not None else None,
         )
