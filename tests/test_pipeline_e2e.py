@@ -3,14 +3,14 @@
 The cpu-fast profile (tests/data/tiny_cpu.toml): Qwen2.5-Coder-0.5B-Instruct (llama.cpp)
 for stages 1 and 3, all-MiniLM-L6-v2 for retrieval, real BM25 and FAISS. Asserts
 structure, provenance, resume and failure isolation — never answer quality (a 0.5B model
-is weak)."""
+is weak). The uninterrupted run the tests compare with is ``reference_run`` (conftest.py:
+one per session, every non-loopback socket blocked; other modules reuse its stages)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,46 +24,10 @@ from sanctuary_local.io.predictions import MAX_EVIDENCE, NO_ANSWER, read_predict
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.records import LABELS
-
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples"
-TINY = str(ROOT / "tests" / "data" / "tiny_cpu.toml")
-N_EXAMPLES = len(orjson.loads((EXAMPLES / "claims.json").read_bytes()))
+from sanctuary_local.runstate import STAGE_FILES
+from shared_runs import EXAMPLES, N_EXAMPLES, TINY, reuse_extras
 
 pytestmark = pytest.mark.slow
-
-
-def _block_non_loopback(monkeypatch: pytest.MonkeyPatch) -> list[object]:
-    """Any connection to a non-loopback address raises (and is recorded)."""
-    attempts: list[object] = []
-    real_connect = socket.socket.connect
-
-    def guarded(self: socket.socket, address: object) -> object:
-        host = address[0] if isinstance(address, tuple) else str(address)
-        if self.family in (socket.AF_INET, socket.AF_INET6) and host not in ("127.0.0.1", "::1", "localhost"):
-            attempts.append(address)
-            raise OSError(f"network blocked by test: {address}")
-        return real_connect(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", guarded)
-    monkeypatch.setattr(socket.socket, "connect_ex", lambda self, a: guarded(self, a) or 0)
-    return attempts
-
-
-@pytest.fixture(scope="module")
-def reference_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One uninterrupted in-process run, with every non-loopback socket blocked."""
-    mp = pytest.MonkeyPatch()
-    attempts = _block_non_loopback(mp)
-    out = tmp_path_factory.mktemp("reference")
-    try:
-        summary = run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=out,
-                                          profile=TINY, workers=1, quiet=True))
-    finally:
-        mp.undo()
-    assert attempts == [], f"the pipeline tried to reach the network: {attempts}"
-    assert summary.n_claims == N_EXAMPLES
-    return out
 
 
 def _comparable(out: Path) -> list[dict]:
@@ -190,7 +154,10 @@ def test_overlapped_retrieval_gives_identical_results(reference_run: Path, tmp_p
     assert _comparable(out) == _comparable(reference_run)
 
 
-def test_corrupted_and_missing_store_files_are_isolated(tmp_path: Path) -> None:
+def test_corrupted_and_missing_store_files_are_isolated(reference_run: Path, tmp_path: Path) -> None:
+    """Started from the reference run's finished stages (``--reuse-from``; stage 1 never
+    reads the store): the claims whose store file changed, 1 (missing) and 2 (corrupted),
+    get retrieval and verdict anew, and the others keep the reference run's records."""
     store = tmp_path / "store"
     shutil.copytree(EXAMPLES / "store", store)
     (store / "1.json").unlink()  # missing
@@ -200,8 +167,12 @@ def test_corrupted_and_missing_store_files_are_isolated(tmp_path: Path) -> None:
     (store / "2.json").write_bytes(b"".join(data))
     out = tmp_path / "out"
     summary = run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=store, out=out, profile=TINY,
-                                      workers=1, quiet=True))
+                                      workers=1, quiet=True, reuse_from=reference_run))
     assert summary.n_claims == N_EXAMPLES and summary.exit_code == 3
+    tag = str(reference_run.resolve())
+    assert reuse_extras(out, STAGE_FILES["hyde"]) == dict.fromkeys(range(N_EXAMPLES), tag)
+    for stage in ("retrieval", "verdict"):  # computed here for the changed store files only
+        assert reuse_extras(out, STAGE_FILES[stage]) == {0: tag, 1: None, 2: None, 3: tag}, stage
     by_id = {p.claim_id: p for p in summary.predictions}
     assert any(f.startswith("store_missing") for f in by_id["1"].flags)
     assert by_id["1"].label in LABELS and by_id["1"].evidence_all == ()
