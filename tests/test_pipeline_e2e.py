@@ -97,9 +97,16 @@ def test_official_outputs_are_always_valid(reference_run: Path) -> None:
             assert e.question == " ".join(e.question.split()) and e.answer == " ".join(e.answer.split())
 
 
+#: Claims 0-1 of the examples for the kill-and-resume run (issue 29): a kill still lands in
+#: each stage with a claim of that stage left to do, and every further claim would only
+#: repeat the same model work.
+KILLED = 2
+
+
 def _cmd(out: Path) -> list[str]:
     return [sys.executable, "-m", "sanctuary_local.cli", "run", "--claims", str(EXAMPLES / "claims.json"),
-            "--store", str(EXAMPLES / "store"), "--out", str(out), "--profile", TINY, "--workers", "1", "--quiet"]
+            "--store", str(EXAMPLES / "store"), "--out", str(out), "--profile", TINY, "--workers", "1", "--quiet",
+            "--claims-range", f"0:{KILLED}"]
 
 
 def _lines(path: Path) -> int:
@@ -123,7 +130,7 @@ def test_kill_and_resume_matches_uninterrupted_run(reference_run: Path, tmp_path
     assert final.returncode in (0, 3), final.stderr[-2000:]
     for name in ("stage1_hyde.jsonl", "stage2_evidence.jsonl", "stage3_predictions.jsonl"):
         idx = [orjson.loads(line)["claim_index"] for line in (out / name).read_bytes().splitlines()]
-        assert sorted(idx) == list(range(N_EXAMPLES)), (name, idx)  # exactly once
+        assert sorted(idx) == list(range(KILLED)), (name, idx)  # exactly once
     # Stages 1 and 2 are bit-identical to an uninterrupted run. Stage 3's text is not: llama.cpp
     # reuses the KV cache of the previous prompt's common prefix, and after a resume that cache
     # is empty, so a few tokens can differ in floating point. Compare everything but its output.
@@ -134,24 +141,27 @@ def test_kill_and_resume_matches_uninterrupted_run(reference_run: Path, tmp_path
     for name in ("stage1_hyde.jsonl", "stage2_evidence.jsonl"):
         def records(d: Path) -> dict:
             return {orjson.loads(x)["claim_index"]: orjson.loads(x)["record"] for x in (d / name).read_bytes().splitlines()}
-        mine, ref = records(out), records(reference_run)
+        mine, ref = records(out), {i: r for i, r in records(reference_run).items() if i < KILLED}
         for rec in (*mine.values(), *ref.values()):
             rec.pop("timings", None)
             rec.get("generation", {}).pop("seconds", None)
             rec.get("generation", {}).pop("cached_tokens", None)  # the KV prefix is empty after a resume
         assert mine == ref, name
-    assert without_stage3_text(_comparable(out)) == without_stage3_text(_comparable(reference_run))
+    assert without_stage3_text(_comparable(out)) == without_stage3_text(_comparable(reference_run)[:KILLED])
 
 
 def test_overlapped_retrieval_gives_identical_results(reference_run: Path, tmp_path: Path) -> None:
     """Stage 2 in a 2-process pool fed wave by wave during stage 1 (forced on; auto only
-    turns it on for GPU/server backends) gives exactly the stage-major results."""
+    turns it on for GPU/server backends) gives exactly the stage-major results. Claims 0-1
+    (issue 29: two waves of one claim on llama.cpp already overlap, claim 0's retrieval
+    with claim 1's generation; each claim more is a full stage 1 and stage 3 on the model)
+    against the reference run's first two, which ran in the same order."""
     out = tmp_path / "overlap"
     summary = run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=out,
-                                      profile=TINY, workers=2, quiet=True, overlap=True))
-    assert summary.n_claims == N_EXAMPLES
+                                      profile=TINY, workers=2, quiet=True, overlap=True, claims_range="0:2"))
+    assert summary.n_claims == 2
     assert "stages 1+2 overlapped" in (out / "run.log").read_text()
-    assert _comparable(out) == _comparable(reference_run)
+    assert _comparable(out) == _comparable(reference_run)[:2]
 
 
 def test_corrupted_and_missing_store_files_are_isolated(reference_run: Path, tmp_path: Path) -> None:
