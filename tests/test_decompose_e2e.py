@@ -3,8 +3,9 @@ profile (Qwen2.5-Coder-0.5B-Instruct on llama.cpp, MiniLM retrieval), the decomp
 and a user trust file that zeroes one domain of the example store and halves another.
 A fifth claim, compound, is added on claim 0's pages so that at least one claim splits; the
 run takes claims 2-4 (``--claims-range 2:5``): the claim whose pages hold the zeroed domain,
-the one whose pages hold the halved domain, and the compound one (issue 29: claims 0 and 1
-touch neither the trust file nor a compound sentence, and each costs all four model stages).
+the one whose pages hold the halved domain, and the compound one that must split (issue 29:
+the pages of claims 0 and 1 hold neither domain, and each claim costs the decomposition and
+stages 1-3 on the model).
 Structure only, never quality: every claim has recorded parts; the parts of a claim split
 in several were stage-2 queries after its stage-1 questions; stage 3 labelled the parts and
 the claim's label is their AND whenever every part got a label; no snippet of the zeroed

@@ -51,7 +51,7 @@ def followup_run(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtu
     out = tmp_path_factory.mktemp("followup")
     summary = run_pipeline(opts(out, reference))
     assert summary.n_claims == len(orjson.loads((EXAMPLES / "claims.json").read_bytes()))
-    n, tag = summary.n_claims, str(reference.resolve())  # stage 1 copied; retrieval on is computed
+    n, tag = summary.n_claims, str(reference.resolve())  # stage 1 copied; retrieval and after computed
     assert reuse_extras(out, STAGE_FILES["hyde"]) == dict.fromkeys(range(n), tag)
     for stage in ("retrieval", "followup_questions", "followup", "verdict"):
         assert reuse_extras(out, STAGE_FILES[stage]) == dict.fromkeys(range(n)), stage
