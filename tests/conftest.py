@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: the shared data folder, the example data, a surrogate store.
+"""Shared pytest fixtures: the shared data folder, the example data, a surrogate store, and
+the one real-model reference run on examples/ that several end-to-end modules read.
 
 ``../shared`` is optional (CI has it, a fresh clone may not): fixtures that need it
 skip the test with a reason when it is absent.
@@ -72,3 +73,15 @@ def surrogate_store(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
         check=True, capture_output=True, timeout=300,
     )
     return out
+
+
+@pytest.fixture(scope="session")
+def reference_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One uninterrupted run of the test profile (``tests/data/tiny_cpu.toml``) on examples/,
+    every non-loopback socket blocked, made once per session (``shared_runs.py``):
+    test_pipeline_e2e reads it, and the citations, follow-up, reuse and corrupted-store
+    tests start from its finished stages with ``--reuse-from`` where their inputs are the
+    same (issue 29: the real model's stages 1-2 ran once per module before)."""
+    from shared_runs import make_reference_run
+
+    return make_reference_run(tmp_path_factory.mktemp("reference"))

@@ -14,17 +14,16 @@ import pytest
 from sanctuary_local.cli import main
 from sanctuary_local.corpus.index import CorpusIndex
 from sanctuary_local.records import LABELS
-from test_pipeline_e2e import _block_non_loopback
+from shared_runs import TINY, block_non_loopback
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "examples" / "corpus"
-TINY = str(ROOT / "tests" / "data" / "tiny_cpu.toml")
 
 pytestmark = pytest.mark.slow
 
 
 def test_index_then_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    attempts = _block_non_loopback(monkeypatch)
+    attempts = block_non_loopback(monkeypatch)
     ix, out, page = tmp_path / "ix", tmp_path / "check", tmp_path / "report.html"
     assert main(["index", str(CORPUS), "--out", str(ix), "--quiet"]) == 0
     capsys.readouterr()

@@ -1,7 +1,11 @@
 """decompose end to end with the real model: the whole pipeline on examples/ with the cpu-fast
 profile (Qwen2.5-Coder-0.5B-Instruct on llama.cpp, MiniLM retrieval), the decomposition on
 and a user trust file that zeroes one domain of the example store and halves another.
-A fifth claim, compound, is added on claim 0's pages so that at least one claim splits.
+A fifth claim, compound, is added on claim 0's pages so that at least one claim splits; the
+run takes claims 2-4 (``--claims-range 2:5``): the claim whose pages hold the zeroed domain,
+the one whose pages hold the halved domain, and the compound one that must split (issue 29:
+the pages of claims 0 and 1 hold neither domain, and each claim costs the decomposition and
+stages 1-3 on the model).
 Structure only, never quality: every claim has recorded parts; the parts of a claim split
 in several were stage-2 queries after its stage-1 questions; stage 3 labelled the parts and
 the claim's label is their AND whenever every part got a label; no snippet of the zeroed
@@ -25,7 +29,8 @@ from sanctuary_local.stages.decompose import and_label
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-ZEROED, HALVED = "socialpost-archive.example", "energyexplained.example"
+ZEROED, HALVED = "socialpost-archive.example", "energyexplained.example"  # in store/2.json, store/3.json
+SELECTED = "2:5"
 COMPOUND = ("The Eiffel Tower grows by up to 15 centimetres in summer, and it was built for the 1889 World's Fair "
             "by Gustave Eiffel's company.")
 
@@ -53,10 +58,10 @@ def run_opts(tmp_path_factory: pytest.TempPathFactory) -> RunOptions:
                  "retrieval": {"trust_file": str(trust)},
                  "decompose": {"enabled": True, "max_components": 3},
                  "verdict": {"sampling": {"max_tokens": 256}}}
-    opts = RunOptions(claims=tmp / "claims.json", store=tmp / "store", out=tmp / "run",
+    opts = RunOptions(claims=tmp / "claims.json", store=tmp / "store", out=tmp / "run", claims_range=SELECTED,
                       profile="cpu-fast", workers=1, quiet=True, overrides=overrides)
     summary = run_pipeline(opts)
-    assert summary.n_claims == len(claims)
+    assert sorted(p.claim_index for p in summary.predictions) == [2, 3, 4]
     return opts
 
 

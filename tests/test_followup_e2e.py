@@ -5,7 +5,9 @@ round on. The similarity threshold is raised to 0.68 so that some stage-1 questi
 they, asked the model; the first round's evidence is kept as it was; new questions are
 numbered after the old ones and every new snippet reconstructs exactly from its page;
 the verdict prompt saw the merged evidence; a rerun recomputes nothing; the official
-outputs still pass the official format checks."""
+outputs still pass the official format checks. The run starts from the session's reference
+run (conftest.py, the same stage-1 settings) with ``--reuse-from``: stage 1 is copied, and
+retrieval (another threshold), the round and the verdict run here."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.records import LABELS, ClaimEvidence, HydeResult
 from sanctuary_local.runstate import STAGE_FILES
+from shared_runs import reuse_extras
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -36,17 +39,22 @@ def records(out: Path, stage: str, cls) -> dict[int, object]:
             for line in (out / STAGE_FILES[stage]).read_bytes().splitlines()}
 
 
-def opts(out: Path) -> RunOptions:
+def opts(out: Path, reference: Path) -> RunOptions:
     return RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=out,
-                      profile="cpu-fast", workers=1, quiet=True, overrides=OVERRIDES)
+                      profile="cpu-fast", workers=1, quiet=True, overrides=OVERRIDES, reuse_from=reference)
 
 
 @pytest.fixture(scope="module")
-def followup_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def followup_run(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install '.[cpu]')")
+    reference: Path = request.getfixturevalue("reference_run")
     out = tmp_path_factory.mktemp("followup")
-    summary = run_pipeline(opts(out))
+    summary = run_pipeline(opts(out, reference))
     assert summary.n_claims == len(orjson.loads((EXAMPLES / "claims.json").read_bytes()))
+    n, tag = summary.n_claims, str(reference.resolve())  # stage 1 copied; retrieval and after computed
+    assert reuse_extras(out, STAGE_FILES["hyde"]) == dict.fromkeys(range(n), tag)
+    for stage in ("retrieval", "followup_questions", "followup", "verdict"):
+        assert reuse_extras(out, STAGE_FILES[stage]) == dict.fromkeys(range(n)), stage
     return out
 
 
@@ -94,9 +102,9 @@ def test_followup_round_on_the_real_model(followup_run: Path) -> None:
     assert check_official_rows(out / "submission.csv", max_pairs=MAX_EVIDENCE) == []
 
 
-def test_rerun_recomputes_nothing(followup_run: Path) -> None:
+def test_rerun_recomputes_nothing(followup_run: Path, reference_run: Path) -> None:
     files = [n for n in STAGE_FILES.values() if (followup_run / n).exists()]
     assert "stage2c_followup_evidence.jsonl" in files and "stage0_decompose.jsonl" not in files
     before = {n: (followup_run / n).read_bytes() for n in files}
-    run_pipeline(opts(followup_run))
+    run_pipeline(opts(followup_run, reference_run))
     assert {n: (followup_run / n).read_bytes() for n in files} == before

@@ -143,6 +143,7 @@ def test_records_are_copied_per_claim_only_on_top_of_the_same_source(tmp_path: P
 
 
 # ----------------------------------------------------------- end to end, real model
+#: tests/data/tiny_cpu.toml's stage-1 settings, so the session's reference run is the base.
 OVERRIDES = {"hyde": {"max_questions": 5, "sampling": {"max_tokens": 160}}, "verdict": {"sampling": {"max_tokens": 160}}}
 
 
@@ -151,7 +152,9 @@ def _lines(path: Path) -> dict[int, dict]:
 
 
 @pytest.mark.slow
-def test_reuse_end_to_end_on_the_real_model(tmp_path: Path) -> None:
+def test_reuse_end_to_end_on_the_real_model(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The base is the session's reference run (conftest.py: tests/data/tiny_cpu.toml on the
+    4 examples, made once and read by other modules too); the what-if runs take claims 0-1."""
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install '.[cpu]')")
     from sanctuary_local.io.leaderboard import check_official_rows
     from sanctuary_local.io.predictions import MAX_EVIDENCE
@@ -162,14 +165,13 @@ def test_reuse_end_to_end_on_the_real_model(tmp_path: Path) -> None:
                                        profile="cpu-fast", workers=1, quiet=True, overrides=overrides,
                                        claims_range="0:2", reuse_from=reuse))
 
-    base = tmp_path / "base"
-    run(base, OVERRIDES)
+    base: Path = request.getfixturevalue("reference_run")
     what_if = tmp_path / "label_reask_off"
     summary = run(what_if, {**OVERRIDES, "verdict": {**OVERRIDES["verdict"], "label_reask": ""}}, reuse=base)
     tag = str(base.resolve())
     for name in (STAGE_FILES["hyde"], STAGE_FILES["retrieval"]):
         old, new = _lines(base / name), _lines(what_if / name)
-        assert sorted(new) == sorted(old) == [0, 1]
+        assert sorted(new) == [0, 1] and sorted(old) == [0, 1, 2, 3]  # the what-if selected claims 0-1
         for i in new:
             assert new[i]["record"] == old[i]["record"] and new[i]["extra"]["reused_from"] == tag
     verdicts = _lines(what_if / STAGE_FILES["verdict"])
