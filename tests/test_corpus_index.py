@@ -262,3 +262,19 @@ def test_corpus_claim_through_the_real_semantic_stage(tmp_path: Path) -> None:
         assert source.index.unit_text(c.doc_position)[c.start:c.end] == c.text
         assert c.url == source.index.unit_url(c.doc_position)
     assert snippets[0].chunk.url == "https://example.org/landmarks/eiffel-tower"
+
+
+def test_spill_holds_one_record_per_term_and_segment(tmp_path: Path) -> None:
+    """A word repeated 5,000 times in 100 segments is spilled as 100 records with their
+    counts, not 5,000 pairs (a frequent term's bucket stays small at a million segments)."""
+    from sanctuary_local.corpus.postings import _PAIR, PostingsWriter
+
+    w = PostingsWriter(tmp_path, 50, 1.5, 0.75)
+    assert w.add(0, " ".join(["zebra"] * 4999 + ["okapi"])) == 100
+    w._flush()
+    rec = np.concatenate([np.fromfile(f, dtype=_PAIR) for f in sorted(w.spill.iterdir())])
+    assert len(rec) == 101
+    assert sorted(rec["tf"].tolist()) == [1, 49] + [50] * 99
+    assert int(rec["tf"].sum()) == 5000
+    counts = w.finish()
+    assert (counts["segments"], counts["terms"], counts["postings"]) == (100, 2, 101)
