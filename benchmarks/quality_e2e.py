@@ -15,6 +15,14 @@ One command measures what users judge the system by, on a range of AVeriTeC dev 
   with stage 1's provisional label as the verdict — what stage 3 adds is the difference;
 - seconds per claim per stage, and the rates of the fallback / inference flags.
 
+``--corpus INDEX`` runs the pipeline against a corpus index (``sanctuary-local index``,
+passed on as ``run --corpus``) instead of the range's surrogate store: every claim's
+questions are searched in the whole index, e.g. the surrogate stores of dev claims 0–249
+merged into one corpus (issue 28; docs/corpus.md has the commands). Stage 1 does not read
+the evidence source, so ``--reuse-from`` a per-claim-store run copies stage 1 and
+recomputes retrieval and the verdict; the oracle row does not read it either
+(``--no-oracle`` saves its LLM time when the store run has it).
+
 Runs are resumable: the pipeline run reuses ``run``'s stage files, the oracle stage has its
 own fsync'ed stage file, so a stopped harness picks up where it stopped when the same
 command is given again (the work directory is keyed by ``--label``). ``--eval-only``
@@ -22,6 +30,8 @@ scores a finished run as it stands (e.g. one made by an older checkout, whose co
 fingerprint the current code would refuse to resume).
 
     python benchmarks/quality_e2e.py --indices 0:50 --profile cpu --label cpu_dev0-49
+    python benchmarks/quality_e2e.py --indices 50:100 --corpus SHARED_INDEX --reuse-from cpu_dev50-99 \
+        --no-oracle --label cpu_corpus_heldout50-99
     python benchmarks/quality_e2e.py --compare benchmarks/results/quality_e2e_A.json \
         benchmarks/results/quality_e2e_B.json --label before_after
 
@@ -91,6 +101,27 @@ def score(gold: list, pred: list, workers: int | None) -> dict[str, Any]:
         "averitec_0.25": d["meteor"]["averitec_score"],
         "pred_label_counts": dict(Counter(p.label for p in pred)),
     }
+
+
+def evidence_source(args: argparse.Namespace, lo: int, hi: int) -> tuple[Path, dict[str, Any]]:
+    """The run's ``--store`` (the range's surrogate store, built once) or, with ``--corpus``,
+    the corpus index (refused in one line when it is not one), and how the report names it."""
+    if not args.corpus:
+        store = ensure_store(Path(args.claims), lo, hi, Path(args.work))
+        return store, {"kind": "surrogate store", "path": str(store)}
+    from sanctuary_local.corpus.index import CorpusIndex, is_corpus_index
+
+    corpus = Path(args.corpus)
+    if not is_corpus_index(corpus):
+        sys.exit(f"error: --corpus {corpus}: not a corpus index; build one with `sanctuary-local index DIR --out {corpus}`")
+    ix = CorpusIndex(corpus)
+    try:
+        m = ix.manifest
+        return corpus, {"kind": "corpus index", "path": str(corpus), "generation": ix.generation,
+                        "documents": int(m.get("units", 0)), "segments": int(m.get("segments", 0)),
+                        "text_mb": round(int(m.get("text_bytes", 0)) / 1e6, 1)}
+    finally:
+        ix.close()
 
 
 def _reuse_dir(source: str | None, work_root: Path) -> Path | None:
@@ -270,7 +301,7 @@ def evaluate_all(args: argparse.Namespace) -> dict[str, Any]:
     claims = [c for c in read_claims(args.claims) if lo <= c.index < hi]
     ids = {str(c.claim_id) for c in claims}
     gold = [g for g in load_gold(args.claims) if g.claim_id in ids]
-    store = ensure_store(Path(args.claims), lo, hi, Path(args.work))
+    store, source = evidence_source(args, lo, hi)
     t0 = time.perf_counter()
     run_dir = work / "run" if args.eval_only else system_run(args, store, work)
     if not (run_dir / "predictions.json").exists():
@@ -301,7 +332,7 @@ def evaluate_all(args: argparse.Namespace) -> dict[str, Any]:
     timings = orjson.loads((run_dir / "timings.json").read_bytes())
     return {
         "label": args.label, "profile": args.profile, "overrides": args.set, "indices": args.indices,
-        "claims_file": str(args.claims), "n_claims": len(claims), "rows": rows,
+        "claims_file": str(args.claims), "n_claims": len(claims), "rows": rows, "evidence_source": source,
         "stage_s_per_claim": stage_seconds(run_dir, [c.index for c in claims]),
         "flag_rates": flag_rates(preds), "models": _models(run_dir),
         "llm_usage": llm_usage(run_dir, [c.index for c in claims]),
@@ -331,10 +362,19 @@ def _f(v: Any) -> str:
     return "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
 
 
+def source_text(res: dict[str, Any]) -> str:
+    """Where the evidence came from, in words (results made before it was recorded: the store)."""
+    src = res.get("evidence_source") or {"kind": "surrogate store"}
+    if src["kind"] != "corpus index":
+        return "surrogate knowledge store"
+    return (f"corpus index `{src['path']}` ({src['generation']}: {src['documents']:,} documents, "
+            f"{src['segments']:,} segments, {src['text_mb']} MB), searched for every claim")
+
+
 def to_markdown(res: dict[str, Any]) -> str:
     lines = [f"# Quality, end to end: {res['label']}", "",
              f"Profile `{res['profile']}`{' with ' + ', '.join(res['overrides']) if res['overrides'] else ''}, "
-             f"AVeriTeC dev claims {res['indices']} ({res['n_claims']} claims), surrogate knowledge store. "
+             f"AVeriTeC dev claims {res['indices']} ({res['n_claims']} claims), {source_text(res)}. "
              f"Models: {', '.join(f'{k}={v}' for k, v in res['models'].items() if v)}. "
              f"{res['machine']['cpus']} CPUs, load average at the end {res['machine']['loadavg_at_end']}; {res['date']}.", "",
              "| row | accuracy | macro-F1 | Q-only METEOR | Q+A METEOR | AVeriTeC @0.25 |", "|---|---|---|---|---|---|"]
@@ -497,6 +537,8 @@ def compare_markdown(results: list[dict[str, Any]], title: str) -> str:
     lines += ["", "| result | models | CPUs | load average at the end | date |", "|---|---|---|---|---|"]
     lines += [f"| {r['label']} | {', '.join(sorted(set(v for v in r['models'].values() if v)))} | {r['machine']['cpus']} | "
               f"{r['machine']['loadavg_at_end']} | {r['date']} |" for r in results]
+    lines += ["", "| result | evidence |", "|---|---|"]
+    lines += [f"| {r['label']} | {source_text(r)} |" for r in results]
     lines += [f"\nNote on {r['label']}: {r['note']}" for r in results if r.get("note")]
     return "\n".join(lines) + "\n"
 
@@ -531,6 +573,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="retrieval / METEOR processes")
     ap.add_argument("--no-oracle", dest="oracle", action="store_false", help="skip the oracle-evidence row")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--corpus", metavar="INDEX",
+                    help="run against this corpus index (`sanctuary-local index`; `run --corpus`) instead of the "
+                         "range's surrogate store")
     ap.add_argument("--reuse-from", metavar="LABEL_OR_RUN_DIR",
                     help="copy the stages of an earlier run whose inputs are unchanged (e.g. the base run's stages "
                          "1-2 when only verdict settings differ); their seconds per claim are the source's")

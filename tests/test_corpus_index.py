@@ -178,6 +178,41 @@ def test_scores_match_the_per_claim_engine(tmp_path: Path) -> None:
         np.testing.assert_allclose(index.scores(q), engine.scores(corpus.query_ids(q)), rtol=1e-5, atol=1e-6)
 
 
+def _mapped_rss_kb(path: Path) -> int | None:
+    """Resident kB of this process's mappings of ``path`` (``/proc/self/smaps``); None: not mapped."""
+    total, inside = None, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            inside = len(head) >= 6 and head[5] == str(path)
+            total = (total or 0) if inside else total
+        elif inside and line.startswith("Rss:"):
+            total = (total or 0) + int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux /proc/self/smaps")
+def test_a_query_leaves_no_postings_resident(tmp_path: Path) -> None:
+    """The postings' pages leave the resident set after each query (memory stays bounded at
+    a million segments) and the scores are unchanged, before and after a release."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(4):
+        (src / f"{i}.txt").write_text(" ".join(f"word{(j * (i + 3)) % 997} filler{j % 13}" for j in range(60_000)))
+    build_index(src, tmp_path / "ix", segment_tokens=50)
+    index = CorpusIndex(tmp_path / "ix", release_pages=False)
+    post_w = index.dir / "post_w.npy"
+    assert index.arrays["post_w"].nbytes > 1 << 20
+    query = " ".join(f"word{j}" for j in range(0, 997, 3))
+    kept = index.scores(query)
+    assert _mapped_rss_kb(post_w) > 256  # the pages the query read stay mapped
+    index.release()
+    assert _mapped_rss_kb(post_w) == 0
+    index.release_pages = True
+    np.testing.assert_array_equal(index.scores(query), kept)  # read again through the same maps
+    assert _mapped_rss_kb(post_w) == 0
+
+
 def test_source_gives_stage2_its_documents_and_hits(tmp_path: Path) -> None:
     build_index(EXAMPLES, tmp_path / "ix")
     source = open_source(tmp_path / "ix")
@@ -227,3 +262,19 @@ def test_corpus_claim_through_the_real_semantic_stage(tmp_path: Path) -> None:
         assert source.index.unit_text(c.doc_position)[c.start:c.end] == c.text
         assert c.url == source.index.unit_url(c.doc_position)
     assert snippets[0].chunk.url == "https://example.org/landmarks/eiffel-tower"
+
+
+def test_spill_holds_one_record_per_term_and_segment(tmp_path: Path) -> None:
+    """A word repeated 5,000 times in 100 segments is spilled as 100 records with their
+    counts, not 5,000 pairs (a frequent term's bucket stays small at a million segments)."""
+    from sanctuary_local.corpus.postings import _PAIR, PostingsWriter
+
+    w = PostingsWriter(tmp_path, 50, 1.5, 0.75)
+    assert w.add(0, " ".join(["zebra"] * 4999 + ["okapi"])) == 100
+    w._flush()
+    rec = np.concatenate([np.fromfile(f, dtype=_PAIR) for f in sorted(w.spill.iterdir())])
+    assert len(rec) == 101
+    assert sorted(rec["tf"].tolist()) == [1, 49] + [50] * 99
+    assert int(rec["tf"].sum()) == 5000
+    counts = w.finish()
+    assert (counts["segments"], counts["terms"], counts["postings"]) == (100, 2, 101)

@@ -92,3 +92,59 @@ def test_llm_usage_counts_tokens_and_prefill_saved_per_stage(harness, tmp_path):
                              "tokens_per_s_out": round(200 / 15, 2)}
     assert usage["verdict"]["completion_tokens_per_claim"] == 75.0 and usage["verdict"]["tokens_per_s_out"] == 18.75  # 150 tokens in 8 s
     assert "| hyde | 700.0 | 300.0 | 100.0 |" in "\n".join(harness.usage_markdown([{"label": "t", "llm_usage": usage}]))
+
+
+# ---------------------------------------------------------------- --corpus (issue 28)
+def test_corpus_source_is_the_index_and_refuses_a_plain_folder(harness, tmp_path):
+    import argparse
+
+    from sanctuary_local.corpus.build import build_index
+
+    args = argparse.Namespace(corpus=str(tmp_path / "plain"), claims="unused", work=str(tmp_path / "work"))
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(SystemExit, match="not a corpus index"):
+        harness.evidence_source(args, 0, 2)
+    rep = build_index(REPO / "examples" / "corpus", tmp_path / "ix")
+    args.corpus = str(tmp_path / "ix")
+    path, src = harness.evidence_source(args, 0, 2)
+    assert path == tmp_path / "ix" and not (tmp_path / "work").exists()  # no surrogate store built
+    assert (src["kind"], src["documents"], src["segments"]) == ("corpus index", rep.units, rep.segments)
+    assert src["generation"] == rep.generation
+    text = harness.source_text({"evidence_source": src})
+    assert str(tmp_path / "ix") in text and f"{rep.units:,} documents" in text
+    assert harness.source_text({}) == "surrogate knowledge store"  # results made before --corpus
+
+
+@pytest.mark.slow
+def test_corpus_run_reuses_stage_one_of_a_store_run(harness, surrogate_store, dev_claims_path, tmp_path, monkeypatch):
+    """One claim with the tiny profile: a per-claim-store run, then the same claim against a
+    corpus index of the surrogate stores of claims 0–19 with --reuse-from it: stage 1 is
+    copied, retrieval is recomputed from the corpus, and the result names the index."""
+    import orjson
+
+    from sanctuary_local.corpus.build import build_index
+    from sanctuary_local.corpus.index import CorpusIndex
+    from test_pipeline_e2e import _block_non_loopback
+
+    attempts = _block_non_loopback(monkeypatch)
+    tiny = str(REPO / "tests" / "data" / "tiny_cpu.toml")
+    build_index(surrogate_store, tmp_path / "ix")
+    common = ["--claims", str(dev_claims_path), "--indices", "3:4", "--profile", tiny, "--work", str(tmp_path / "w"),
+              "--out", str(tmp_path / "res"), "--workers", "1", "--no-oracle", "--quiet"]
+    assert harness.main([*common, "--label", "store"]) == 0
+    assert harness.main([*common, "--label", "corpus", "--corpus", str(tmp_path / "ix"), "--reuse-from", "store"]) == 0
+    assert attempts == []
+    run = tmp_path / "w" / "corpus" / "run"
+    hyde = [orjson.loads(x) for x in (run / "stage1_hyde.jsonl").read_bytes().splitlines()]
+    ev = [orjson.loads(x) for x in (run / "stage2_evidence.jsonl").read_bytes().splitlines()]
+    assert [h["extra"].get("reused_from") for h in hyde] == [str((tmp_path / "w" / "store" / "run").resolve())]
+    assert [e["extra"].get("reused_from") for e in ev] == [None]
+    state = orjson.loads((run / "run_state.json").read_bytes())["fingerprint"]
+    assert state["store"] == {"3": CorpusIndex(tmp_path / "ix").fingerprint}
+    ix = CorpusIndex(tmp_path / "ix")
+    for q in ev[0]["record"]["queries"]:
+        for s in q["snippets"]:  # a corpus document: its position is a unit of the index
+            c = s["chunk"]
+            assert ix.unit_text(c["doc_position"])[c["start"]:c["end"]] == c["text"]
+    res = orjson.loads((tmp_path / "res" / "quality_e2e_corpus.json").read_bytes())
+    assert res["evidence_source"]["kind"] == "corpus index" and "corpus index" in (tmp_path / "res" / "quality_e2e_corpus.md").read_text()
