@@ -123,7 +123,8 @@ class RayEngine:
             return self.actors or 1, {"num_cpus": min(1.0, cpus)}
         threads = max(1, int(llm_cfg.n_threads or os.cpu_count() or 1))
         n = self.actors or max(1, int(cpus // threads))
-        return n, {"num_cpus": min(float(threads), cpus / n)}
+        share = min(float(threads), cpus / n)
+        return n, {"num_cpus": share if share < 1 else float(int(share))}  # Ray: fractions only below 1
 
     def start_actors(self, llm_cfg: Any, models_dir: str, work: Callable[..., Any],
                      fallback: Callable[..., Any]) -> list[Any]:
@@ -175,8 +176,9 @@ class RayEngine:
                         wave, results = wave + rest, results + [fallback(x, exc) for x in rest]
                 yield wave, results, per
         finally:
-            for a in actors:
-                ray.kill(a, no_restart=True)  # the model is released before the next stage loads its own
+            if ray.is_initialized():
+                for a in actors:
+                    ray.kill(a, no_restart=True)  # the model is released before the next stage loads its own
 
     def retrieve(self, store: Any, todo: list[HydeResult], cfg: Any, **kw: Any) -> None:
         """Stage 2 as Ray tasks over shards of claims (``ray_tasks.retrieve_on_ray``)."""
