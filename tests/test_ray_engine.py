@@ -227,3 +227,16 @@ def test_cli_refuses_bad_engine_options(tmp_path: Path, capsys: pytest.CaptureFi
     err = capsys.readouterr().err
     assert rc == 2 and message in err, err
     assert not (tmp_path / "out").exists()  # refused before anything is written
+
+
+def test_placement_one_actor_per_gpu_or_per_llama_cpp_worker() -> None:
+    from sanctuary_local.config import LLMConfig
+    from sanctuary_local.run.ray_engine import placement
+
+    assert placement({"CPU": 64, "GPU": 8}, LLMConfig(backend="vllm")) == (8, {"num_gpus": 1, "num_cpus": 1})
+    assert placement({"CPU": 2}, LLMConfig(backend="llama_cpp", n_threads=2)) == (1, {"num_cpus": 2.0})
+    assert placement({"CPU": 16}, LLMConfig(backend="llama_cpp", n_threads=4)) == (4, {"num_cpus": 4.0})
+    assert placement({"CPU": 2}, LLMConfig(backend="llama_cpp", n_threads=2), actors=2) == (2, {"num_cpus": 1.0})
+    assert placement({"CPU": 2}, LLMConfig(backend="llama_cpp", n_threads=2), actors=3)[1] == {"num_cpus": 2 / 3}
+    assert placement({"CPU": 8}, LLMConfig(backend="llama_cpp", n_threads=3), actors=3)[1] == {"num_cpus": 2.0}
+    assert placement({"CPU": 8}, LLMConfig(backend="openai_http")) == (1, {"num_cpus": 1.0})

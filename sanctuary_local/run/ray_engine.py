@@ -32,7 +32,7 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.records import HydeResult
 from sanctuary_local.run.waves import resilient, waves
 
-__all__ = ["ACTOR_RESTARTS", "NAMESPACE", "TASK_RETRIES", "LLMWorker", "RayEngine", "import_ray"]
+__all__ = ["ACTOR_RESTARTS", "NAMESPACE", "TASK_RETRIES", "LLMWorker", "RayEngine", "import_ray", "placement"]
 
 log = logging.getLogger("sanctuary_local")
 
@@ -86,6 +86,22 @@ def _shippable(factory: Callable[..., Any]) -> Callable[..., Any]:
     return factory
 
 
+def placement(resources: dict[str, float], llm_cfg: Any, actors: int | None = None) -> tuple[int, dict[str, float]]:
+    """How many model actors a stage gets on a cluster with ``resources``, and what each
+    asks for: one per GPU on ``vllm``; one client on ``openai_http`` (the server holds the
+    model); on CPU one per ``n_threads`` CPUs (llama.cpp is fastest at threads = cores).
+    ``actors`` (``--ray-actors``) overrides the count. See docs/scale-out.md."""
+    gpus, cpus = int(resources.get("GPU", 0)), float(resources.get("CPU", 1))
+    if llm_cfg.backend == "vllm" and gpus:
+        return actors or gpus, {"num_gpus": 1, "num_cpus": 1}
+    if llm_cfg.backend == "openai_http":
+        return actors or 1, {"num_cpus": min(1.0, cpus)}
+    threads = max(1, int(llm_cfg.n_threads or os.cpu_count() or 1))
+    n = actors or max(1, int(cpus // threads))
+    share = min(float(threads), cpus / n)
+    return n, {"num_cpus": share if share < 1 else float(int(share))}  # Ray: fractions only below 1
+
+
 class RayEngine:
     """LLM waves on model-holding actors, retrieval as tasks (see the module's docstring)."""
 
@@ -102,8 +118,15 @@ class RayEngine:
         caller already made (it then stays the caller's to shut down)."""
         ray = self.ray
         if not ray.is_initialized():
-            ray.init(address=self.address, namespace=NAMESPACE, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
+            try:
+                ray.init(address=self.address, namespace=NAMESPACE, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
+            except Exception as exc:  # noqa: BLE001 - Ray raises bare Exceptions on start-up failures
+                ray.shutdown()  # what did start of a local cluster stops
+                where = f"join the Ray cluster at {self.address}" if self.address else "start a local Ray cluster"
+                raise UserError(f"--engine ray: could not {where}: {str(exc).splitlines()[0] if str(exc) else exc!r}"
+                                " (a heavily loaded machine can make a local cluster's start time out: retry, "
+                                "or start one with `ray start --head` and pass --ray-address auto)") from exc
             self.started = True
             log.info("ray: %s, resources %s", self.address or "local cluster", ray.cluster_resources())
         return ray
@@ -113,26 +136,13 @@ class RayEngine:
             self.ray.shutdown()
         self.started = False
 
-    def placement(self, llm_cfg: Any) -> tuple[int, dict[str, float]]:
-        """How many model actors, with which resources each (docs/scale-out.md)."""
-        res = self.connect().cluster_resources()
-        gpus, cpus = int(res.get("GPU", 0)), float(res.get("CPU", 1))
-        if llm_cfg.backend == "vllm" and gpus:
-            return self.actors or gpus, {"num_gpus": 1, "num_cpus": 1}
-        if llm_cfg.backend == "openai_http":  # the server holds the model: an actor is a client
-            return self.actors or 1, {"num_cpus": min(1.0, cpus)}
-        threads = max(1, int(llm_cfg.n_threads or os.cpu_count() or 1))
-        n = self.actors or max(1, int(cpus // threads))
-        share = min(float(threads), cpus / n)
-        return n, {"num_cpus": share if share < 1 else float(int(share))}  # Ray: fractions only below 1
-
     def start_actors(self, llm_cfg: Any, models_dir: str, work: Callable[..., Any],
                      fallback: Callable[..., Any]) -> list[Any]:
         """The stage's model actors, each with its model loaded when this returns."""
         import sanctuary_local.llm as llm
 
         ray = self.connect()
-        n, resources = self.placement(llm_cfg)
+        n, resources = placement(ray.cluster_resources(), llm_cfg, self.actors)
         cls = ray.remote(max_restarts=ACTOR_RESTARTS, max_task_retries=TASK_RETRIES)(LLMWorker)
         factory = _shippable(llm.make_backend)
         self.n_stages += 1
