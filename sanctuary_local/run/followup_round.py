@@ -78,5 +78,5 @@ class FollowupRound:
         by_claim = {q.claim_index: q for q in questions if q.queries}
         if by_claim:
             r.retrieve(list(by_claim.values()), cfg.retrieval, models_dir=cfg.models_dir,
-                          workers=cfg.retrieval.workers, on_result=lambda ev: done(ev, by_claim[ev.claim_index]),
-                          should_stop=r.stops.stopping)
+                       workers=cfg.retrieval.workers, on_result=lambda ev: done(ev, by_claim[ev.claim_index]),
+                       should_stop=r.stops.stopping)
