@@ -67,8 +67,15 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     import_ray()  # its environment: no usage statistics, patient agent start-up
 
-    ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False,
-             object_store_memory=150 * 2**20, configure_logging=False)
+    for attempt in (1, 2):  # a start-up that times out on a loaded machine gets one more try
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False,
+                     object_store_memory=150 * 2**20, configure_logging=False)
+            break
+        except Exception:
+            ray.shutdown()
+            if attempt == 2:
+                raise
     session = ray._private.worker._global_node.get_session_dir_path()
     try:
         yield
