@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed-cpu
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install -e ".[cpu,dev]"
+	$(BIN)/python -m pip install -e ".[cpu,dev,ray]"
 	bash scripts/install_nltk_data.sh $(BIN)/python || echo "warning: WordNet 3.0 not installed: only \`sanctuary-local eval\` (METEOR) needs it, see docs/evaluation.md" >&2
 	touch $@
 

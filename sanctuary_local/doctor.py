@@ -266,7 +266,7 @@ def check_engines(cfg: Config) -> list[Check]:
     if not vllm_needed:  # else the LLM backend rows say whether it is there
         rows.append(Check("vLLM", OK if vllm else INFO, vllm or "not installed (optional: the paper profile, docs/gpu.md)"))
     ray = _dist_version("ray") if _installed("ray") else None
-    rows.append(Check("Ray", OK if ray else INFO, ray or "not installed (optional: vLLM multi-GPU only)"))
+    rows.append(Check("Ray", OK if ray else INFO, ray or "not installed (optional: run --engine ray, pip install -e '.[ray]')"))
     gpus = _torch_gpus() if gpu_needed else _nvidia_smi()
     if gpus:
         rows.append(Check("CUDA GPU", OK, "; ".join(gpus)))

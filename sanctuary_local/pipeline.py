@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from sanctuary_local.errors import UserError
 from sanctuary_local.flag_help import DEGRADING, degraded_reasons
 from sanctuary_local.interrupt import RunInterrupted, StopRequest
 from sanctuary_local.models import set_offline_env
@@ -54,6 +55,18 @@ def _storage_errors(out: Path) -> Iterator[None]:
         raise
 
 
+def _engine(opts: RunOptions) -> object | None:
+    """The run's engine: None for ``local``; a ``RayEngine`` (Ray imported only then, and
+    missing Ray is a one-line error before anything is written)."""
+    if opts.engine == "local":
+        return None
+    if opts.engine != "ray":
+        raise UserError(f"unknown engine '{opts.engine}' (valid: local, ray)")
+    from sanctuary_local.run.ray_engine import RayEngine
+
+    return RayEngine(opts.ray_address, opts.ray_actors)
+
+
 def run_pipeline(opts: RunOptions, stop: StopRequest | None = None) -> RunSummary:
     """Run (or resume) the whole pipeline; write every output file into ``opts.out``.
 
@@ -61,8 +74,10 @@ def run_pipeline(opts: RunOptions, stop: StopRequest | None = None) -> RunSummar
     the claim in flight: the outputs are written for the claims finished so far, then
     ``RunInterrupted`` is raised. ``StorageError``: ``opts.out`` cannot be written."""
     set_offline_env()  # before any Hugging Face library is imported
+    engine = _engine(opts)  # checked first; a Ray cluster starts only when the first stage needs it
     with _storage_errors(opts.out):
         run = RunState(opts, stop)
+    run.engine = engine
     interrupted: RunInterrupted | None = None
     try:
         with _storage_errors(run.out):
@@ -71,6 +86,8 @@ def run_pipeline(opts: RunOptions, stop: StopRequest | None = None) -> RunSummar
         interrupted = exc
     finally:
         run.reporter.close_progress()
+        if run.engine is not None:
+            run.engine.close()  # a local Ray cluster stops with the run
     preds = [run.verdict.records[c.index] for c in run.claims if c.index in run.verdict]
     missing = [c.index for c in run.claims if c.index not in run.verdict]
     if missing and interrupted is None:  # cannot happen unless a stage was skipped by an exception above

@@ -39,6 +39,15 @@ class RunOptions:
     reuse_from: Path | None = None
     """Another run directory whose finished stages this run copies where their inputs are
     unchanged (``reuse.py``)."""
+    engine: str = "local"
+    """Where the stages run: ``local`` (this process and its retrieval pool) or ``ray`` (a Ray
+    cluster, ``run/ray_engine.py``); the same records either way, so it is not fingerprinted."""
+    ray_address: str | None = None
+    """``--engine ray``: the cluster to join (``auto``, ``ray://…``, ``HOST:PORT``); None starts a
+    local one for the run and stops it at the end."""
+    ray_actors: int | None = None
+    """``--engine ray``: model-holding actors per LLM stage (None: one per GPU on a GPU backend,
+    one per ``n_threads`` CPUs on a CPU one)."""
     argv: list[str] = field(default_factory=list)
 
 

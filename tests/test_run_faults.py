@@ -34,8 +34,9 @@ from sanctuary_local import runstate
 from sanctuary_local.cli import main
 from sanctuary_local.interrupt import RunInterrupted, StopRequest
 from sanctuary_local.pipeline import RunOptions, run_pipeline
-from sanctuary_local.llm.base import ChatResult
 from sanctuary_local.runstate import STAGE_FILES
+
+from conftest import _load_benchmark
 
 #: The stage files of a run with the default config (the optional modes add more; off here).
 RUN_FILES = [STAGE_FILES[s] for s in ("hyde", "retrieval", "verdict")]
@@ -47,25 +48,8 @@ N = 2  # claims per run (--limit): enough for a fault after a finished line
 STAGE1, STAGE2, STAGE3 = STAGE_FILES["hyde"], STAGE_FILES["retrieval"], STAGE_FILES["verdict"]
 
 
-class StubLLM:
-    """Answers every HyDE prompt with one question and every verdict prompt with a label."""
-
-    name = "stub"
-    model_id = "stub"
-
-    def __init__(self, cfg: Any, models_dir: Any = "models") -> None:
-        pass
-
-    def generate(self, requests: list[Any]) -> list[ChatResult]:
-        hyde = '{"label": "Supported", "evidence": {"What does the claim say?": ["It says so."]}}'
-        return [ChatResult(hyde if r.tag.startswith("hyde") else "Label: Supported\nJustification: stub.",
-                           prompt_tokens=10, completion_tokens=5, finish_reason="stop") for r in requests]
-
-    def count_tokens(self, messages: Any) -> int:
-        return sum(len(m.content) for m in messages) // 4
-
-    def close(self) -> None:
-        pass
+#: Answers every HyDE prompt with one question and every verdict prompt with a label (no latency).
+StubLLM = _load_benchmark("fake_llm").FixedLatencyLLM
 
 
 def use_stub(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -50,6 +50,9 @@ def run(
     models_dir: str = typer.Option(None, "--models-dir", help="Where fetched models live (default: models/)."),
     overlap: bool = typer.Option(None, "--overlap/--no-overlap", help="Retrieve finished stage-1 waves while the next generates (default: on for vllm/openai_http stage 1, off on CPU)."),
     reuse_from: Path = typer.Option(None, "--reuse-from", help="Copy the finished stages of this earlier run whose inputs (config sections, claims, store, prompts) are unchanged; recompute the rest (what-if runs)."),
+    engine: str = typer.Option("local", "--engine", help="local | ray: run the stages on a Ray cluster (pip install -e '.[ray]'; same records, see docs/scale-out.md)."),
+    ray_address: str = typer.Option(None, "--ray-address", help="--engine ray: the cluster to join (auto, HOST:PORT, ray://HOST:PORT); default: start a local one for this run."),
+    ray_actors: int = typer.Option(None, "--ray-actors", help="--engine ray: model actors per LLM stage (default: one per GPU, or one per n_threads CPUs)."),
     set_: list[str] = typer.Option([], "--set", help="Override a config value, e.g. --set verdict.sampling.max_tokens=256 (repeatable)."),
 ) -> None:
     """Fact-check claims: HyDE questions → BM25 + semantic retrieval → verdict.
@@ -75,13 +78,20 @@ def run(
         raise UserError("--budget-s must be > 0")
     if workers is not None and workers <= 0:
         raise UserError("--workers must be > 0")
+    if engine not in ("local", "ray"):
+        raise UserError(f"--engine must be local or ray, got '{engine}'")
+    if engine == "local" and (ray_address is not None or ray_actors is not None):
+        raise UserError("--ray-address and --ray-actors need --engine ray")
+    if ray_actors is not None and ray_actors <= 0:
+        raise UserError("--ray-actors must be > 0")
     if force and restart:
         raise UserError("--force keeps the completed claims, --restart discards them: give one of them")
     opts = RunOptions(
         claims=claims, store=store, out=out, profile=profile, limit=limit, claims_range=claims_range,
         workers=workers, budget_s=budget_s, force=force, restart=restart, quiet=quiet, show_config=show_config,
         overrides=parse_overrides(set_) or None,
-        models_dir=models_dir, overlap=overlap, reuse_from=reuse_from, argv=["sanctuary-local", *sys.argv[1:]],
+        models_dir=models_dir, overlap=overlap, reuse_from=reuse_from, engine=engine, ray_address=ray_address,
+        ray_actors=ray_actors, argv=["sanctuary-local", *sys.argv[1:]],
     )
     hint = f"to resume, run the same command again (from {os.getcwd()}):\n  {shlex.join(opts.argv)}"
     # The guard ends this run's child processes if it dies without cleaning up (kill -9, OOM).

@@ -9,7 +9,7 @@ from sanctuary_local.budget import apply_level
 from sanctuary_local.records import Claim, ClaimEvidence
 from sanctuary_local.run.fallbacks import followup_fallback
 from sanctuary_local.run.state import RunState
-from sanctuary_local.run.waves import llm_waves, wave_size
+from sanctuary_local.run.waves import engine_waves, wave_size
 
 __all__ = ["FollowupRound"]
 
@@ -48,7 +48,7 @@ class FollowupRound:
                 r.followup_q.append(c.index, fu.no_followup(c.index), {"seconds": 0.0, **self.extra})
         if not need:
             return
-        stream = llm_waves(st, cfg.hyde.llm, cfg.models_dir, need, wave_size(cfg.hyde.llm),
+        stream = engine_waves(r)(st, cfg.hyde.llm, cfg.models_dir, need, wave_size(cfg.hyde.llm),
                            lambda backend, w: fu.run_followup(w, backend, cfg.followup),
                            lambda x, e: followup_fallback(x[0], e))
         with closing(stream):
@@ -61,8 +61,6 @@ class FollowupRound:
     def retrieve(self, cfg: Any, st: Any, questions: list[Any]) -> None:
         """Stage 2 for the new questions; each claim's merged evidence recorded in ``followup``."""
         from sanctuary_local.stages import followup as fu
-        from sanctuary_local.stages.evidence import run_retrieval
-
         r = self.run
 
         def done(ev: ClaimEvidence | None, q: Any) -> None:
@@ -79,6 +77,6 @@ class FollowupRound:
                 done(None, q)
         by_claim = {q.claim_index: q for q in questions if q.queries}
         if by_claim:
-            run_retrieval(r.opts.store, list(by_claim.values()), cfg.retrieval, models_dir=cfg.models_dir,
-                          workers=cfg.retrieval.workers, on_result=lambda ev: done(ev, by_claim[ev.claim_index]),
-                          should_stop=r.stops.stopping)
+            r.retrieve(list(by_claim.values()), cfg.retrieval, models_dir=cfg.models_dir,
+                       workers=cfg.retrieval.workers, on_result=lambda ev: done(ev, by_claim[ev.claim_index]),
+                       should_stop=r.stops.stopping)

@@ -18,7 +18,7 @@ from sanctuary_local.run.followup_round import FollowupRound
 from sanctuary_local.run.overlap import OverlappedRetrieval
 from sanctuary_local.run.state import RunState
 from sanctuary_local.run.upstream import with_upstream
-from sanctuary_local.run.waves import generate, llm_waves, wave_size
+from sanctuary_local.run.waves import engine_waves, generate, wave_size
 
 __all__ = ["STEPS", "execute", "execute_budgeted", "stage_hyde", "verdict_calibration"]
 
@@ -54,9 +54,7 @@ def stage_hyde(run: RunState, claims: list[Claim], level: int,
 
 
 def stage_retrieval(run: RunState, claims: list[Claim], level: int) -> None:
-    """Stage 2: retrieval in the worker pool, each claim recorded as its result comes in."""
-    from sanctuary_local.stages.evidence import run_retrieval
-
+    """Stage 2: retrieval in the worker pool (or Ray tasks), each claim recorded as its result comes in."""
     todo = [run.retrieval_input(run.hyde.records[c.index]) for c in claims
             if c.index not in run.evidence and c.index in run.hyde]
     if not todo:
@@ -70,8 +68,8 @@ def stage_retrieval(run: RunState, claims: list[Claim], level: int) -> None:
                                     {"seconds": float(ev.timings.get("total", 0.0)), "budget_level": level})
                 st.advance()
 
-        run_retrieval(run.opts.store, todo, cfg.retrieval, models_dir=cfg.models_dir,
-                      workers=cfg.retrieval.workers, on_result=done, should_stop=run.stops.stopping)
+        run.retrieve(todo, cfg.retrieval, models_dir=cfg.models_dir, workers=cfg.retrieval.workers, on_result=done,
+                     should_stop=run.stops.stopping)
     run.stops.check()
 
 
@@ -91,11 +89,6 @@ def stage_verdict(run: RunState, claims: list[Claim], level: int) -> None:
     from sanctuary_local.stages import verdict as verdict_stage
 
     evidence = run.final_evidence()
-    todo = [(c, run.hyde.records[c.index], evidence.records[c.index])
-            for c in claims if c.index not in run.verdict and c.index in evidence]
-    if not todo:
-        return
-    run.stops.check()
     cfg = apply_level(run.cfg, level)
 
     def parts(c: Claim) -> Any:
@@ -104,18 +97,24 @@ def stage_verdict(run: RunState, claims: list[Claim], level: int) -> None:
             return None
         return verdict_stage.Parts(d.components, cfg.decompose.verdict_prompt, cfg.decompose.parts_reask)
 
+    # each item carries its parts, so ``work`` needs nothing of ``run`` (Ray ships it to its actors)
+    todo = [(c, run.hyde.records[c.index], evidence.records[c.index], parts(c))
+            for c in claims if c.index not in run.verdict and c.index in evidence]
+    if not todo:
+        return
+    run.stops.check()
     calibration = verdict_calibration(cfg)
 
-    def work(backend: Any, w: list[tuple[Claim, HydeResult, ClaimEvidence]]) -> list[Prediction]:
+    def work(backend: Any, w: list[tuple[Claim, HydeResult, ClaimEvidence, Any]]) -> list[Prediction]:
         return verdict_stage.run_verdict([x[0] for x in w], [x[1] for x in w], [x[2] for x in w], backend, cfg.verdict,
-                                         [parts(x[0]) for x in w], calibration)
+                                         [x[3] for x in w], calibration)
 
     with run.reporter.stage("verdict", len(todo)) as st:
-        stream = llm_waves(st, cfg.verdict.llm, cfg.models_dir, todo, wave_size(cfg.verdict.llm), work,
+        stream = engine_waves(run)(st, cfg.verdict.llm, cfg.models_dir, todo, wave_size(cfg.verdict.llm), work,
                            lambda x, e: verdict_fallback(x[0], x[1], x[2], e))
         with closing(stream):
             for wave, preds, per in stream:
-                for (c, _, _), p in zip(wave, preds):
+                for (c, *_), p in zip(wave, preds):
                     p = with_upstream(run, c, p, per, level, cfg)
                     run.verdict.append(c.index, p, {"seconds": per, "budget_level": level})
                     st.advance(int(p.meta.get("prompt_tokens", 0)), int(p.meta.get("completion_tokens", 0)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 from sanctuary_local.budget import STAGES, BudgetPlanner, resume_planner
 from sanctuary_local.config import Config
@@ -95,6 +96,10 @@ class RunState:
             resume_planner(self.planner, self.reporter.earlier_attempts(),
                            {k: files[k] for k in ("decompose", "hyde", "retrieval", "followup", "verdict")},
                            [c.index for c in self.claims])
+        self.engine: Any = None
+        """Where LLM waves and retrieval run: None = here (``waves.llm_waves``, the retrieval
+        pool); ``pipeline`` sets a ``RayEngine`` for ``--engine ray``. Records are written here
+        either way, by this one process."""
         self.t0 = time.perf_counter()
 
     def trusted(self, ev: ClaimEvidence) -> ClaimEvidence:
@@ -112,12 +117,24 @@ class RunState:
 
         return with_component_queries(h, self.decompose.records.get(h.claim_index))
 
+    def retrieve(self, todo: list[HydeResult], cfg: Any, **kw: Any) -> None:
+        """Stage 2 for ``todo`` (``run_retrieval``'s keywords: ``on_result`` gets each claim's
+        evidence as it comes in) in the retrieval pool, or as Ray tasks."""
+        if self.engine is not None:
+            return self.engine.retrieve(self.opts.store, todo, cfg, **kw)
+        from sanctuary_local.stages.evidence import run_retrieval
+
+        run_retrieval(self.opts.store, todo, cfg, **kw)
+        return None
+
     def final_evidence(self) -> StageFile:
         """The evidence stage 3 reads: stage 2's, or with the follow-up round its merge."""
         return self.followup if self.cfg.followup.enabled else self.evidence
 
     def overlapping(self) -> bool:
         """Whether stages 1 and 2 overlap (``RunOptions.overlap``; default: on a GPU/server backend)."""
+        if self.opts.engine == "ray":  # Ray runs the stages one after the other (docs/scale-out.md)
+            return False
         if self.opts.overlap is not None:
             return self.opts.overlap
         return self.cfg.hyde.llm.backend in ("vllm", "openai_http")

@@ -15,7 +15,7 @@ from sanctuary_local.runstate import StageFile
 if TYPE_CHECKING:
     from sanctuary_local.run.state import RunState
 
-__all__ = ["generate", "llm_waves", "resilient", "wave_size", "waves"]
+__all__ = ["engine_waves", "generate", "llm_waves", "resilient", "wave_size", "waves"]
 
 log = logging.getLogger("sanctuary_local")
 R = TypeVar("R")
@@ -39,6 +39,12 @@ def llm_waves(st: Any, llm_cfg: Any, models_dir: str, todo: list[Any], size: int
         backend.close()
 
 
+def engine_waves(run: RunState) -> Callable[..., Iterator[tuple[list[Any], list[Any], float]]]:
+    """``llm_waves`` of the run's engine: in this process (local), or on Ray's actors
+    (``RayEngine.llm_waves``, same signature and records)."""
+    return run.engine.llm_waves if run.engine is not None else llm_waves
+
+
 def generate(run: RunState, name: str, sf: StageFile, todo: list[Claim], llm_cfg: Any, size: int, level: int,
              work: Callable[[Any, list[Claim]], list[Any]], fallback: Callable[[Claim, Exception], Any],
              on_wave: Callable[[list[Any]], None] | None = None) -> None:
@@ -46,7 +52,7 @@ def generate(run: RunState, name: str, sf: StageFile, todo: list[Claim], llm_cfg
     (a result with a ``generation``) appended to ``sf`` as soon as its wave is done."""
     run.stops.check()
     with run.reporter.stage(name, len(todo)) as st:
-        stream = llm_waves(st, llm_cfg, run.cfg.models_dir, todo, size, work, fallback)
+        stream = engine_waves(run)(st, llm_cfg, run.cfg.models_dir, todo, size, work, fallback)
         with closing(stream):
             for wave, results, per in stream:
                 for c, r in zip(wave, results):
