@@ -124,9 +124,9 @@ def test_corpus_run_reuses_stage_one_of_a_store_run(harness, surrogate_store, de
 
     from sanctuary_local.corpus.build import build_index
     from sanctuary_local.corpus.index import CorpusIndex
-    from test_pipeline_e2e import _block_non_loopback
+    from shared_runs import block_non_loopback
 
-    attempts = _block_non_loopback(monkeypatch)
+    attempts = block_non_loopback(monkeypatch)
     tiny = str(REPO / "tests" / "data" / "tiny_cpu.toml")
     build_index(surrogate_store, tmp_path / "ix")
     common = ["--claims", str(dev_claims_path), "--indices", "3:4", "--profile", tiny, "--work", str(tmp_path / "w"),

@@ -59,6 +59,23 @@ class Provenance:
         return {f: getattr(self, f) for f in self.__slots__}
 
 
+def release_postings(arrays: dict[str, Any]) -> None:
+    """Drop the postings' pages from this process's resident set (not from the page cache);
+    the arrays stay valid, a later access maps the pages again."""
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    for name in ("post_seg", "post_w"):
+        base = getattr(arrays.get(name), "base", None)
+        if advice is not None and isinstance(base, mmap.mmap) and not base.closed:
+            base.madvise(advice)
+
+
+def close_maps(maps: dict[str, Any]) -> None:
+    for m in maps.values():
+        if isinstance(m, mmap.mmap):
+            m.close()
+    maps.clear()
+
+
 class CorpusIndex:
     """The live generation of an index folder (see ``build.py`` for the layout)."""
 
@@ -75,19 +92,11 @@ class CorpusIndex:
         self.__init__(state["root"], release_pages=state.get("release_pages", True))  # type: ignore[misc]
 
     def release(self) -> None:
-        """Drop the postings' pages from this process's resident set (not from the page
-        cache); the arrays stay valid, a later access maps the pages again."""
-        advice = getattr(mmap, "MADV_DONTNEED", None)
-        for name in ("post_seg", "post_w"):
-            base = getattr(self.arrays.get(name), "base", None)
-            if advice is not None and isinstance(base, mmap.mmap) and not base.closed:
-                base.madvise(advice)
+        """Drop the postings' pages from this process's resident set (``release_postings``)."""
+        release_postings(self.arrays)
 
     def close(self) -> None:
-        for m in self._maps.values():
-            if isinstance(m, mmap.mmap):
-                m.close()
-        self._maps.clear()
+        close_maps(self._maps)
         self.arrays.clear()
 
     def _bytes(self, name: str) -> mmap.mmap | bytes:

@@ -126,12 +126,8 @@ class OpenAIHTTPBackend:
             "n": 1,
             "stream": False,
         }
-        if s.top_k > 0:
-            payload["top_k"] = s.top_k
-        if s.min_p > 0:
-            payload["min_p"] = s.min_p
-        if s.stop:
-            payload["stop"] = list(s.stop)
+        extras = {"top_k": s.top_k if s.top_k > 0 else None, "min_p": s.min_p if s.min_p > 0 else None, "stop": list(s.stop)}
+        payload.update({k: v for k, v in extras.items() if v})  # sent only when set
         if req.json_schema is not None:
             payload["response_format"] = self._response_format(req.json_schema)
         return payload

@@ -89,8 +89,7 @@ class VLLMBackend:
 
         s = req.sampling
         return SamplingParams(
-            n=1,
-            temperature=s.temperature,
+            n=1, temperature=s.temperature,
             top_p=s.top_p,
             top_k=s.top_k if s.top_k > 0 else -1,
             min_p=s.min_p,
