@@ -30,15 +30,15 @@ from typing import Any
 
 from sanctuary_local.errors import UserError
 from sanctuary_local.records import HydeResult
+from sanctuary_local.run.ray_tasks import TASK_RETRIES, retrieve_on_ray
 from sanctuary_local.run.waves import resilient, waves
 
 __all__ = ["ACTOR_RESTARTS", "NAMESPACE", "TASK_RETRIES", "LLMWorker", "RayEngine", "import_ray", "placement"]
 
 log = logging.getLogger("sanctuary_local")
 
-#: How often Ray restarts a dead LLM actor, and re-runs a wave whose actor died.
+#: How often Ray restarts a dead LLM actor (a wave whose actor died is re-run ``TASK_RETRIES`` times).
 ACTOR_RESTARTS = 3
-TASK_RETRIES = 3
 #: The Ray namespace of a run's actors (named ``sanctuary-llm-<stage>-<i>``).
 NAMESPACE = "sanctuary_local"
 
@@ -192,8 +192,6 @@ class RayEngine:
 
     def retrieve(self, store: Any, todo: list[HydeResult], cfg: Any, **kw: Any) -> None:
         """Stage 2 as Ray tasks over shards of claims (``ray_tasks.retrieve_on_ray``)."""
-        from sanctuary_local.run.ray_tasks import retrieve_on_ray
-
         retrieve_on_ray(self.connect(), store, todo, cfg, **kw)
 
 

@@ -17,7 +17,7 @@ __all__ = ["MAX_SHARD", "TASK_RETRIES", "prepare_static", "retrieve_on_ray", "re
 
 #: Claims per retrieval task at most (a shard is also at most 1/4 of a CPU's share).
 MAX_SHARD = 8
-#: How often Ray re-runs a shard whose worker process died.
+#: How often Ray re-runs a shard whose worker process died (and an LLM wave whose actor died).
 TASK_RETRIES = 3
 Shard = list[tuple[int, tuple[Query, ...]]]
 

@@ -125,7 +125,6 @@ class RunState:
         from sanctuary_local.stages.evidence import run_retrieval
 
         run_retrieval(self.opts.store, todo, cfg, **kw)
-        return None
 
     def final_evidence(self) -> StageFile:
         """The evidence stage 3 reads: stage 2's, or with the follow-up round its merge."""
