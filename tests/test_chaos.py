@@ -195,6 +195,7 @@ def kill_point(run: Run, rng: random.Random) -> tuple[str, float] | None:
         return kind, round(delay, 2)
 
 
+@pytest.mark.soak
 def test_kill_9_at_random_points_then_resume(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     kills: list[tuple[int, str, float, dict[str, int]]] = []
@@ -220,6 +221,7 @@ def test_kill_9_at_random_points_then_resume(tmp_path: Path) -> None:
         print("  ", k)
 
 
+@pytest.mark.soak
 def test_graceful_stop_then_stop_at_once_then_resume(tmp_path: Path) -> None:
     out = tmp_path / "graceful"
     hint = shlex.join(["sanctuary-local", *command(out)[len(_exe()):]])

@@ -113,6 +113,7 @@ def _lines(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
+@pytest.mark.soak
 def test_kill_and_resume_matches_uninterrupted_run(reference_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "killed"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -193,6 +194,7 @@ def test_corrupted_and_missing_store_files_are_isolated(reference_run: Path, tmp
     assert check_official_rows(out / "submission.csv", max_pairs=MAX_EVIDENCE) == []
 
 
+@pytest.mark.soak
 def test_tiny_budget_degrades_later_claims_and_reports(tmp_path: Path) -> None:
     out = tmp_path / "budget"
     summary = run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=out,

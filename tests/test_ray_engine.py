@@ -146,6 +146,7 @@ def test_same_records_as_local_engine(cluster: None, tmp_path: Path, monkeypatch
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_real_model_same_records(cluster: None, tmp_path: Path) -> None:
     """The real cpu-fast model (llama.cpp, Qwen2.5-Coder-0.5B) at temperature 0 on the demo's
     4 example claims: the same records, labels, evidence and spans on both engines."""
