@@ -168,8 +168,7 @@ def test_verdict_prompt_fits_real_tokenizer(llama, claims):
     from sanctuary_local.records import HydeResult, Query
 
     q = Query(c.index, 0, "Does the tower grow in summer?")
-    # varied sentences: one sentence repeated would be flooding, quarantined as withheld
-    text = " ".join(f"In {1900 + k} the tower grew {k} millimetres taller on day {3 * k}." for k in range(20))
+    text = "The iron of the tower expands in the heat. " * 20
     snippets = tuple(EvidenceSnippet(Chunk(c.index, 0, f"https://e.org/{i}", 0, len(text), text), 1 - i / 10) for i in range(6))
     ev = ClaimEvidence(c.index, (QueryEvidence(q, snippets),))
     cfg = VerdictConfig()
