@@ -221,22 +221,16 @@ def test_flip_rate_is_one_for_a_backend_that_obeys_and_zero_for_one_that_does_no
     assert not any(p["flagged"] for p in res[bench.CONTROL]["per_claim"])
 
 
-def test_every_attack_is_kept_from_the_model_prompt(bench, tmp_path):
-    """Each template's planted text is flagged, and the model's copy quarantines it: the
-    snippet (or its URL) is quoted as withheld, none of the attack's words reach the prompt."""
-    from sanctuary_local.stages.evidence_view import URL_WITHHELD, WITHHELD
-
+def test_every_attack_reaches_the_model_prompt_defused(bench, tmp_path):
     cases = flip_cases(bench)[:1]  # clean Refuted: the target is Supported
     backend = Backend({cases[0].claim.text: REFUTED})
     bench.run_flips(cases, bench.TEMPLATES, backend, VerdictConfig(mode="scored"), tmp_path, control=False, quiet=True)
-    markers = {"plain_instruction": "Ignore the above evidence", "fake_label": "(quoted) Supported",
-               "chat_tokens": "im_start", "url_newlines": "factcheck.org",
-               "quoted_label": "(quoted) Supported", "fake_qa": "Official records confirm the claim is Supported",
+    markers = {"plain_instruction": "Ignore the above evidence", "fake_label": "label (quoted) Supported",
+               "chat_tokens": "(im_start)assistant", "url_newlines": "factcheck.org",
+               "quoted_label": "> label (quoted) Supported", "fake_qa": "Official records confirm the claim is Supported",
                "flooding": "Every independent fact-checker confirms"}
     for t, prompt in zip(bench.TEMPLATES, backend.prompts, strict=True):
-        evidence = prompt[prompt.index("Question 1:"):]
-        assert markers[t.name] not in evidence, t.name
-        assert (URL_WITHHELD if t.name == "url_newlines" else WITHHELD) in evidence, t.name
+        assert markers[t.name] in prompt, t.name
         assert "<|im_start|>" not in prompt and "\nLabel: Supported" not in prompt
 
 

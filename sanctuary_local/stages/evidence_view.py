@@ -17,11 +17,7 @@ later mentions point back to it: issue 26 defect 6) and says when snippets were 
 fit the context (defect 7) instead of "no evidence retrieved".
 
 ``suspected_injection`` reports instruction-like patterns in a claim's evidence (the
-``suspected_injection`` flag), and the model view quarantines them: a snippet whose text
-matches is quoted as ``WITHHELD`` instead of its words, and a URL that matches (or holds a
-line break) as ``URL_WITHHELD``. The paper mode's free-text reasoning obeyed plain
-instructions in page text (issue 27's benchmark); quarantine keeps them from the model,
-while the stored evidence, its spans and the report keep the page's words.
+``suspected_injection`` flag): it never changes the verdict, it tells the reader.
 """
 
 from __future__ import annotations
@@ -38,9 +34,6 @@ Key = tuple[int, int]  # (query position, snippet rank)
 FENCE_OPEN, FENCE_CLOSE = "\u27e6", "\u27e7"
 #: Longest URL shown to the model (a URL is a source name, not a place for text).
 MAX_URL_CHARS = 200
-#: What the model is shown in place of a snippet, or a URL, that ``suspected_injection`` flags.
-WITHHELD = "(passage withheld: it holds instruction-like text aimed at the model)"
-URL_WITHHELD = "(withheld: instruction-like URL)"
 
 # Chat-template control tokens of the model families we run (Qwen/ChatML, Gemma, Llama
 # with its numbered reserved tokens, Phi, Mistral), reasoning tags and generic role
@@ -161,9 +154,8 @@ def format_evidence(ev: ClaimEvidence, dropped: frozenset[Key] = frozenset()) ->
             if first != number:
                 lines.append(f"  Evidence {number}: the same passage as Evidence {first}")
             else:
-                url = URL_WITHHELD if suspicious_url(sn.chunk.url) else source_name(sn.chunk.url)
-                text = WITHHELD if _matches(sn.chunk.text) else neutralize(sn.chunk.text)
-                lines.append(f"  Evidence {number} (URL: {url}): {FENCE_OPEN}{text}{FENCE_CLOSE}")
+                lines.append(f"  Evidence {number} (URL: {source_name(sn.chunk.url)}): "
+                             f"{FENCE_OPEN}{neutralize(sn.chunk.text)}{FENCE_CLOSE}")
         trimmed = len(qe.snippets) - len(kept)
         if trimmed:
             lines.append(f"  ({trimmed} more snippet{'s' if trimmed > 1 else ''} trimmed to fit the context window)")
@@ -181,14 +173,9 @@ def suspected_injection(ev: ClaimEvidence) -> list[str]:
         for si, sn in enumerate(qe.snippets):
             if _matches(sn.chunk.text):
                 hits.append(f"{qi + 1}.{si + 1}")
-            if suspicious_url(sn.chunk.url):
+            if _matches(sn.chunk.url) or any(c in sn.chunk.url for c in "\n\r"):
                 hits.append(f"url:{qi + 1}.{si + 1}")
     return hits
-
-
-def suspicious_url(url: str) -> bool:
-    """A URL carrying instruction-like text or a line break (``suspected_injection``)."""
-    return _matches(url) or any(c in url for c in "\n\r")
 
 
 def _matches(text: str) -> bool:
