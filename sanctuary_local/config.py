@@ -251,6 +251,11 @@ class VerdictConfig:
     """stance mode: the most distinct passages judged per claim (every question's best first)."""
     stance_words: int = 120
     """stance mode: the longest passage shown, in words (longer ones are cut, shown cut)."""
+    withhold_flagged: bool = True
+    """Leave the snippets that look like instructions to the model (the ``suspected_injection``
+    patterns: "ignore the above", ``Label:`` lines, chat-template tokens, a flooded sentence,
+    a URL with line breaks) out of every stage-3 prompt, silently (issue 27). They stay in the
+    stored evidence and the report. Off: they are shown neutralised, like any page text."""
     calibration: str = ""
     """scored and stance modes: a calibration file (``sanctuary-local calibrate``) or the name of one
     in sanctuary_local/data/calibration; "" uses the raw scores. Refused when it was

@@ -17,7 +17,11 @@ later mentions point back to it: issue 26 defect 6) and says when snippets were 
 fit the context (defect 7) instead of "no evidence retrieved".
 
 ``suspected_injection`` reports instruction-like patterns in a claim's evidence (the
-``suspected_injection`` flag): it never changes the verdict, it tells the reader.
+``suspected_injection`` flag), and ``withheld_keys`` names the snippets it flags: with
+``verdict.withhold_flagged`` on (the default) stage 3 leaves them out of what the model
+reads, silently — their number is skipped, no notice is shown (issue 27: the paper mode's
+free-text reasoning obeyed page text, and a "passage withheld" notice itself pushed it
+towards Refuted). Stored evidence, spans and the report keep them.
 """
 
 from __future__ import annotations
@@ -132,23 +136,32 @@ def source_name(url: str) -> str:
     return shown if len(shown) <= MAX_URL_CHARS else shown[: MAX_URL_CHARS - 1] + "\u2026"
 
 
-def drop_order(ev: ClaimEvidence) -> list[Key]:
+def drop_order(ev: ClaimEvidence, withheld: frozenset[Key] = frozenset()) -> list[Key]:
     """Snippets from lowest to highest score (ties: the deeper rank goes first): the
-    order in which the prompt fitter drops them."""
-    keys = [((qi, si), sn.score) for qi, qe in enumerate(ev.queries) for si, sn in enumerate(qe.snippets)]
+    order in which the prompt fitter drops them (``withheld`` ones are never shown, so
+    never dropped)."""
+    keys = [((qi, si), sn.score) for qi, qe in enumerate(ev.queries) for si, sn in enumerate(qe.snippets)
+            if (qi, si) not in withheld]
     return [k for k, _ in sorted(keys, key=lambda kv: (kv[1], -kv[0][1]))]
 
 
-def format_evidence(ev: ClaimEvidence, dropped: frozenset[Key] = frozenset()) -> str:
+def format_evidence(ev: ClaimEvidence, dropped: frozenset[Key] = frozenset(),
+                    withheld: frozenset[Key] = frozenset()) -> str:
     """The ``{evidence}`` block: each question, then its kept snippets numbered ``q.n``
     with their source and the fenced quotation; a chunk already quoted under an earlier
-    number is referred to by that number; trimmed snippets are counted, not hidden."""
+    number is referred to by that number; trimmed snippets are counted, not hidden;
+    ``withheld`` ones (``withheld_keys``) are left out without a word, their number skipped
+    so that every other snippet keeps the number citations and the report give it."""
     lines: list[str] = []
     seen: dict[str, str] = {}  # chunk id → the number it was first quoted under
     for qi, qe in enumerate(ev.queries):
         lines.append(f"Question {qi + 1}: {neutralize(qe.query.question)}")
-        kept = [sn for si, sn in enumerate(qe.snippets) if (qi, si) not in dropped]
-        for n, sn in enumerate(kept, start=1):
+        kept = [(si, sn) for si, sn in enumerate(qe.snippets) if (qi, si) not in dropped]
+        shown = 0
+        for n, (si, sn) in enumerate(kept, start=1):
+            if (qi, si) in withheld:
+                continue
+            shown += 1
             number = f"{qi + 1}.{n}"
             first = seen.setdefault(sn.chunk.chunk_id, number)
             if first != number:
@@ -159,7 +172,7 @@ def format_evidence(ev: ClaimEvidence, dropped: frozenset[Key] = frozenset()) ->
         trimmed = len(qe.snippets) - len(kept)
         if trimmed:
             lines.append(f"  ({trimmed} more snippet{'s' if trimmed > 1 else ''} trimmed to fit the context window)")
-        elif not kept:
+        elif not shown:
             lines.append("  (no evidence retrieved)")
     return "\n".join(lines) if lines else "(no questions and no evidence)"
 
@@ -173,9 +186,20 @@ def suspected_injection(ev: ClaimEvidence) -> list[str]:
         for si, sn in enumerate(qe.snippets):
             if _matches(sn.chunk.text):
                 hits.append(f"{qi + 1}.{si + 1}")
-            if _matches(sn.chunk.url) or any(c in sn.chunk.url for c in "\n\r"):
+            if _suspicious_url(sn.chunk.url):
                 hits.append(f"url:{qi + 1}.{si + 1}")
     return hits
+
+
+def withheld_keys(ev: ClaimEvidence) -> frozenset[Key]:
+    """The snippets ``suspected_injection`` flags, by text or by URL: what stage 3 keeps
+    from the model with ``verdict.withhold_flagged``."""
+    return frozenset((qi, si) for qi, qe in enumerate(ev.queries) for si, sn in enumerate(qe.snippets)
+                     if _matches(sn.chunk.text) or _suspicious_url(sn.chunk.url))
+
+
+def _suspicious_url(url: str) -> bool:
+    return _matches(url) or any(c in url for c in "\n\r")
 
 
 def _matches(text: str) -> bool:

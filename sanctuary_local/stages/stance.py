@@ -43,13 +43,16 @@ def stance_rule(features: Sequence[float]) -> list[float]:
 
 
 # ------------------------------------------------------------------ prompts
-def passages(ev: ClaimEvidence) -> list[tuple[Key, str, EvidenceSnippet]]:
+def passages(ev: ClaimEvidence, withheld: frozenset[Key] = frozenset()) -> list[tuple[Key, str, EvidenceSnippet]]:
     """A claim's distinct passages with the question each was first retrieved for, every
-    question's best passage first, then every question's second, ... (round-robin)."""
+    question's best passage first, then every question's second, ... (round-robin);
+    ``withheld`` ones (``Draft.withheld``) are not judged."""
     out, seen = [], set()
     depth = max((len(q.snippets) for q in ev.queries), default=0)
     for rank in range(depth):
         for qi, qe in enumerate(ev.queries):
+            if (qi, rank) in withheld:
+                continue
             if rank < len(qe.snippets) and qe.snippets[rank].chunk.chunk_id not in seen:
                 seen.add(qe.snippets[rank].chunk.chunk_id)
                 out.append(((qi, rank), qe.query.question, qe.snippets[rank]))
@@ -78,7 +81,7 @@ def score_stances(drafts: list[Draft], ctx: Context) -> list[Draft]:
     reqs: list[ScoreRequest] = []
     counts = []
     for i, d in enumerate(drafts):
-        found = passages(d.evidence)
+        found = passages(d.evidence, d.withheld)
         counts.append(len(found))
         for key, question, sn in found[: ctx.cfg.stance_passages]:
             plan.append((i, key, sn))

@@ -16,7 +16,7 @@ from typing import Any
 
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.prompts import load_prompt, render
-from sanctuary_local.records import Prediction
+from sanctuary_local.records import EvidenceSnippet, Prediction
 from sanctuary_local.stages.citations import CitationOutcome, CitationReport, annotate, check_citations, numbered_snippets
 from sanctuary_local.stages.parsing import parse_verdict_output
 from sanctuary_local.stages.verdict_draft import Context, Draft
@@ -40,11 +40,17 @@ def _better(new: CitationReport, old: CitationReport) -> bool:
     return (new.n_valid, -len(new.violations)) > (old.n_valid, -len(old.violations))
 
 
+def _shown_snippets(d: Draft) -> dict[str, EvidenceSnippet]:
+    """The numbered snippets the verdict prompt showed: neither trimmed nor withheld."""
+    hidden = {d.evidence.queries[qi].snippets[si].chunk.chunk_id for qi, si in d.withheld}
+    return {k: sn for k, sn in numbered_snippets(d.evidence, dropped=d.dropped).items() if sn.chunk.chunk_id not in hidden}
+
+
 def check_and_reask(drafts: list[Draft], ctx: Context) -> list[Draft]:
     """Step: check every answered verdict's citations; ask once more, with the checker's
     report, those with a failing citation or none (one ``generate`` call for the wave)."""
     cfg = ctx.cfg
-    snippets = [numbered_snippets(d.evidence, dropped=d.dropped) for d in drafts]
+    snippets = [_shown_snippets(d) for d in drafts]
     before = [check_citations(d.result.text, sn) if d.request is not None and d.result is not None and d.result.ok else None
               for d, sn in zip(drafts, snippets, strict=True)]
     todo = [i for i, b in enumerate(before) if b is not None and not b.clean]

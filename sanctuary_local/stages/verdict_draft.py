@@ -120,6 +120,8 @@ class Draft:
     """The verdict prompt; None when it could not be built (``notes`` says why)."""
     dropped: frozenset[Key] = frozenset()
     """Snippets trimmed from the prompt to fit the context."""
+    withheld: frozenset[Key] = frozenset()
+    """Snippets flagged as instruction-like that no prompt shows (``verdict.withhold_flagged``)."""
     notes: tuple[str, ...] = ()
     result: ChatResult | None = None
     """The generated reasoning (paper mode, or scored mode with ``reasoning_tokens``)."""

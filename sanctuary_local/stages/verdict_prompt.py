@@ -6,6 +6,10 @@ the tokens the mode generates (``answer_tokens``). When it is too long the lowes
 snippets are dropped first — never the instructions, the claim or a question — and the
 dropped snippets are carried as data (``Draft.dropped``) and shown as trimmed.
 
+Before that, ``withhold_flagged`` (the first step of every mode, ``verdict.withhold_flagged``)
+sets ``Draft.withheld``: the snippets ``evidence_view.withheld_keys`` flags as instruction-
+like, which no prompt of stage 3 shows (issue 27).
+
 Claim text and metadata are untrusted too: they are neutralised like page text.
 """
 
@@ -18,7 +22,7 @@ from sanctuary_local.config import VerdictConfig
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, LLMBackend
 from sanctuary_local.prompts import load_prompt, render
 from sanctuary_local.records import Claim, ClaimEvidence
-from sanctuary_local.stages.evidence_view import drop_order, format_evidence, neutralize
+from sanctuary_local.stages.evidence_view import drop_order, format_evidence, neutralize, withheld_keys
 from sanctuary_local.stages.hyde import claim_fields
 from sanctuary_local.stages.verdict_draft import Context, Draft, Key, Parts
 from sanctuary_local.stages.verdict_hash import config_prompt_hash, verdict_prompt_hash  # noqa: F401 - named from here too
@@ -50,34 +54,35 @@ def answer_tokens(cfg: VerdictConfig) -> int:
 
 
 def messages(claim: Claim, ev: ClaimEvidence, template: str, dropped: frozenset[Key],
-             parts: Parts | None = None) -> tuple[ChatMessage, ...]:
+             parts: Parts | None = None, withheld: frozenset[Key] = frozenset()) -> tuple[ChatMessage, ...]:
     fields = shown_fields(claim)
     if parts is not None:
         from sanctuary_local.stages.decompose import format_components
 
         fields["components"] = format_components(parts.components)
-    return (ChatMessage("user", render(load_prompt(template), **fields, evidence=format_evidence(ev, dropped))),)
+    return (ChatMessage("user", render(load_prompt(template), **fields, evidence=format_evidence(ev, dropped, withheld))),)
 
 
 def fit_prompt(claim: Claim, ev: ClaimEvidence, template: str, budget: int, backend: LLMBackend,
-               parts: Parts | None = None) -> tuple[tuple[ChatMessage, ...], frozenset[Key], list[str]]:
+               parts: Parts | None = None, withheld: frozenset[Key] = frozenset(),
+               ) -> tuple[tuple[ChatMessage, ...], frozenset[Key], list[str]]:
     """The messages within ``budget`` tokens, the dropped snippets and notes on them.
 
     Drops the k lowest-scored snippets for the smallest k that fits (binary search:
-    prompt length is monotone in k)."""
-    order = drop_order(ev)
+    prompt length is monotone in k); ``withheld`` snippets are never shown."""
+    order = drop_order(ev, withheld)
     notes: list[str] = []
-    msgs, dropped = messages(claim, ev, template, frozenset(), parts), frozenset[Key]()
+    msgs, dropped = messages(claim, ev, template, frozenset(), parts, withheld), frozenset[Key]()
     if backend.count_tokens(msgs) > budget and order:
         lo, hi = 1, len(order)  # invariant: dropping hi snippets is the best we can do
         while lo < hi:
             mid = (lo + hi) // 2
-            if backend.count_tokens(messages(claim, ev, template, frozenset(order[:mid]), parts)) <= budget:
+            if backend.count_tokens(messages(claim, ev, template, frozenset(order[:mid]), parts, withheld)) <= budget:
                 hi = mid
             else:
                 lo = mid + 1
         dropped = frozenset(order[:hi])
-        msgs = messages(claim, ev, template, dropped, parts)
+        msgs = messages(claim, ev, template, dropped, parts, withheld)
         worst = max(ev.queries[qi].snippets[si].score for qi, si in dropped)
         notes.append(f"dropped {hi} of {len(order)} snippets (scores <= {worst:.4f}) to fit {budget} prompt tokens")
         notes.extend(
@@ -90,6 +95,14 @@ def fit_prompt(claim: Claim, ev: ClaimEvidence, template: str, budget: int, back
     return msgs, dropped, notes
 
 
+def withhold_flagged(drafts: list[Draft], ctx: Context) -> list[Draft]:
+    """Step: ``Draft.withheld``, the snippets whose text or URL looks like an instruction to
+    the model (``evidence_view.withheld_keys``), when ``verdict.withhold_flagged`` is on."""
+    if not ctx.cfg.withhold_flagged:
+        return drafts
+    return [dataclasses.replace(d, withheld=keys) if (keys := withheld_keys(d.evidence)) else d for d in drafts]
+
+
 def build_prompts(drafts: list[Draft], ctx: Context) -> list[Draft]:
     """Step: every claim's verdict request (``Draft.request``); a claim whose prompt
     cannot be built (e.g. a token-count call failed) keeps ``request = None`` and a note."""
@@ -97,7 +110,8 @@ def build_prompts(drafts: list[Draft], ctx: Context) -> list[Draft]:
     budget = cfg.llm.max_model_len - answer_tokens(cfg)
     for d in drafts:
         try:
-            msgs, dropped, notes = fit_prompt(d.claim, d.evidence, template_of(cfg, d.parts), budget, ctx.backend, d.parts)
+            msgs, dropped, notes = fit_prompt(d.claim, d.evidence, template_of(cfg, d.parts), budget, ctx.backend,
+                                              d.parts, d.withheld)
         except Exception as exc:  # noqa: BLE001 - skip this claim only
             log.error("claim %s: cannot build the verdict prompt: %s", d.claim.index, exc)
             out.append(dataclasses.replace(d, notes=(f"prompt build failed: {type(exc).__name__}: {exc}",)))
@@ -117,7 +131,8 @@ def build_verdict_request(claim: Claim, hyde: object, ev: ClaimEvidence, cfg: Ve
     from sanctuary_local.records import HydeResult
 
     h = hyde if isinstance(hyde, HydeResult) else HydeResult(claim.index, None, ())
-    (d,) = build_prompts([Draft(claim, h, ev, parts)], Context(backend, cfg))
+    ctx = Context(backend, cfg)
+    (d,) = build_prompts(withhold_flagged([Draft(claim, h, ev, parts)], ctx), ctx)
     if d.request is None:
         raise RuntimeError(d.notes[0] if d.notes else "the verdict prompt could not be built")
     return d.request, list(d.notes)

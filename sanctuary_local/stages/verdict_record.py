@@ -23,7 +23,7 @@ def _scored_justification(d: Draft) -> str:
     ranked = sorted(zip(LABELS, d.scores.probabilities, strict=True), key=lambda kv: -kv[1])
     shown = ", ".join(f"{lab} {p:.2f}" for lab, p in ranked)
     kind = "calibrated" if d.scores.calibrated else "raw"
-    kept = [sn for qi, q in enumerate(d.evidence.queries) for si, sn in enumerate(q.snippets) if (qi, si) not in d.dropped]
+    kept = [sn for qi, q in enumerate(d.evidence.queries) for si, sn in enumerate(q.snippets) if (qi, si) not in d.dropped | d.withheld]
     n, urls = len(kept), len({sn.chunk.url for sn in kept})  # what the model saw, not what was trimmed
     return (f"Label chosen by score over {n} evidence snippet{'s' if n != 1 else ''} from {urls} source"
             f"{'s' if urls != 1 else ''} ({kind} label probabilities: {shown}).")
@@ -45,6 +45,7 @@ def _meta(d: Draft, ctx: Context, injection: list[str]) -> dict[str, Any]:
         "hyde_generation": d.hyde.generation.to_dict(),
         "trimmed": list(d.notes),
         "dropped": sorted([list(k) for k in d.dropped]),
+        "withheld": sorted([list(k) for k in d.withheld]),
         "raw_text": res.text if res is not None else "",
         **d.meta,
     }
