@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from sanctuary_local.config import Config, VerdictConfig
-from sanctuary_local.llm.base import ChatRequest, ChatResult, ScoreRequest, ScoreResult
+from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, ScoreRequest, ScoreResult
 from sanctuary_local.records import (
     LABELS, NEE, REFUTED, SUPPORTED, Chunk, Claim, ClaimEvidence, EvidenceSnippet, HydeResult, Prediction, Query,
     QueryEvidence,
@@ -328,3 +328,29 @@ def test_flip_rates_refuse_other_stage3_settings_before_loading_a_model(bench, t
     with pytest.raises(SystemExit, match=r"differ from the run's[\s\S]*verdict\.mode: run 'paper', here 'scored'"):
         bench.main([str(run), "--claims", str(tmp_path / "claims.json"), "--indices", "0:1", "--llm",
                     "--set", "verdict.mode=scored", "--out", str(tmp_path / "r"), "--work", str(tmp_path / "w")])
+
+
+def test_memo_answers_a_repeated_request_once_and_the_table_says_so(bench, tmp_path):
+    """With withholding on, every template's prompt of a claim is the same (the claim's
+    evidence less the planted snippet): the model runs once per claim for all of them."""
+    cases = flip_cases(bench)
+    inner = Backend({c.claim.text: c.clean_label for c in cases})
+    memo = bench.Memo(inner)
+    res = bench.run_flips(cases, bench.TEMPLATES, memo, VerdictConfig(mode="paper", label_reask=""), tmp_path,
+                          control=True, quiet=True)
+    assert len(inner.prompts) == 4 * 2  # per claim: the clean prompt and the one withheld prompt
+    assert memo.hits == 4 * (len(bench.TEMPLATES) - 1)
+    assert res[bench.CONTROL]["from_memory"] == 0 and res["plain_instruction"]["from_memory"] == 0
+    assert all(res[t.name]["from_memory"] == 4 for t in bench.TEMPLATES[1:])
+    assert all(r["flip_to_target"] == 0.0 for r in res.values())
+    # a failed answer is asked again, never remembered
+    class Flaky(Backend):
+        def generate(self, requests):
+            self.prompts.extend("x" for _ in requests)
+            return [ChatResult("", error="boom") for _ in requests]
+
+    flaky = bench.Memo(Flaky({}))
+    req = ChatRequest((ChatMessage("user", "hi"),), VerdictConfig().sampling)
+    assert not flaky.generate([req, req])[0].ok and flaky.hits == 1  # the repeat within one call
+    flaky.generate([req])
+    assert len(flaky.backend.prompts) == 2 and flaky.hits == 1
