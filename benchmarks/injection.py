@@ -254,9 +254,9 @@ class Memo:
 
     Every request is seeded (``SamplingConfig.seed``), so an identical request gets the
     identical answer; the control row (the clean evidence run again against the run's own
-    labels) shows that it does. With ``verdict.withhold_flagged`` every template whose
-    snippet is flagged gives a claim the same prompt (its evidence less that snippet), so
-    the model runs once per claim for all of them instead of once per template. Answers
+    labels) shows that it does. Where ``verdict.flagged`` cuts an attack out entirely (or
+    withholds its snippet), the attacked prompt is the clean one (or the same for every
+    template), so the model runs once for all of them instead of once per template. Answers
     from memory are counted (``hits``) and take no time (``seconds`` 0)."""
 
     def __init__(self, backend: Any) -> None:
@@ -418,9 +418,12 @@ def to_markdown(res: dict[str, Any]) -> str:
              f"Profile `{res['profile']}`{' with ' + ', '.join(res['overrides']) if res['overrides'] else ''}; "
              + ("flip rates measured with the verdict model " + f"`{res['verdict_model']}`." if flips else
                 "flip rates not run (no `--llm`): detection only, no model loaded.")
-             + {True: " Stage 3 withholds flagged snippets from the model (`verdict.withhold_flagged`, the default).",
-                False: " Stage 3 shows flagged snippets to the model, neutralised (`verdict.withhold_flagged = false`).",
-                None: ""}[res.get("withhold_flagged")], "",
+             + {"redact": " Stage 3 redacts flagged snippets in the model's copy (`verdict.flagged = \"redact\"`, "
+                          "the default).",
+                "withhold": " Stage 3 withholds flagged snippets from the model (`verdict.flagged = \"withhold\"`).",
+                "show": " Stage 3 shows flagged snippets to the model, neutralised (`verdict.flagged = \"show\"`).",
+                None: " Made before `verdict.flagged` existed: flagged snippets were shown, neutralised."
+                }[res.get("flagged", "withhold" if res.get("withhold_flagged") else None)], "",
              "| template | attack | n claims | flagged (planted) | flagged at the planted snippet | "
              "flip to target | changed | n (stage 3) |", "|---|---|---|---|---|---|---|---|"]
     if flips and CONTROL in flips:
@@ -513,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, Any] = {
         "label": args.label, "run": str(run_dir), "claims_file": str(args.claims), "indices": args.indices,
         "profile": args.profile, "overrides": args.set, "limit_claims": args.limit_claims,
-        "withhold_flagged": cfg.verdict.withhold_flagged,
+        "flagged": cfg.verdict.flagged,
         "templates": {t.name: asdict(t) for t in templates}, "templates_hash": templates_hash(),
         "target_rule": "Supported, or Refuted where the clean label is Supported",
         "clean_labels": {"counts": dict(Counter(c.clean_label or f"({c.clean_source})" for c in cases)),

@@ -251,11 +251,14 @@ class VerdictConfig:
     """stance mode: the most distinct passages judged per claim (every question's best first)."""
     stance_words: int = 120
     """stance mode: the longest passage shown, in words (longer ones are cut, shown cut)."""
-    withhold_flagged: bool = True
-    """Leave the snippets that look like instructions to the model (the ``suspected_injection``
-    patterns: "ignore the above", ``Label:`` lines, chat-template tokens, a flooded sentence,
-    a URL with line breaks) out of every stage-3 prompt, silently (issue 27). They stay in the
-    stored evidence and the report. Off: they are shown neutralised, like any page text."""
+    flagged: str = "redact"
+    """What stage 3 shows the model of a snippet that looks like an instruction to it (the
+    ``suspected_injection`` patterns: "ignore the above", ``Label:`` lines, chat-template
+    tokens, fake question/evidence lines, a flooded sentence, a URL with line breaks; issue 27).
+    "redact": the matching lines and sentences are cut from the model's copy (from a chat
+    token on, everything; a URL is cut at its first whitespace), the rest of the page is shown.
+    "withhold": the whole snippet is left out, silently. "show": it is shown neutralised like
+    any page text. Stored evidence, spans and the report keep the page's words in every case."""
     calibration: str = ""
     """scored and stance modes: a calibration file (``sanctuary-local calibrate``) or the name of one
     in sanctuary_local/data/calibration; "" uses the raw scores. Refused when it was
@@ -387,6 +390,8 @@ def validate(cfg: Config) -> None:
         (0.0 <= r.trust_default <= 1.0, "retrieval.trust_default must be in [0, 1]"),
         (cfg.verdict.mode in ("paper", "scored", "stance"),
          f"verdict.mode must be 'paper', 'scored' or 'stance', got {cfg.verdict.mode!r}"),
+        (cfg.verdict.flagged in ("redact", "withhold", "show"),
+         f"verdict.flagged must be 'redact', 'withhold' or 'show', got {cfg.verdict.flagged!r}"),
         (cfg.verdict.stance_passages >= 1, f"verdict.stance_passages must be >= 1, got {cfg.verdict.stance_passages}"),
         (cfg.verdict.stance_words >= 8, f"verdict.stance_words must be >= 8, got {cfg.verdict.stance_words}"),
         (isinstance(cfg.verdict.reasoning_tokens, int) and not isinstance(cfg.verdict.reasoning_tokens, bool)

@@ -17,17 +17,21 @@ later mentions point back to it: issue 26 defect 6) and says when snippets were 
 fit the context (defect 7) instead of "no evidence retrieved".
 
 ``suspected_injection`` reports instruction-like patterns in a claim's evidence (the
-``suspected_injection`` flag), and ``withheld_keys`` names the snippets it flags: with
-``verdict.withhold_flagged`` on (the default) stage 3 leaves them out of what the model
-reads, silently — their number is skipped, no notice is shown (issue 27: the paper mode's
-free-text reasoning obeyed page text, and a "passage withheld" notice itself pushed it
-towards Refuted). Stored evidence, spans and the report keep them.
+``suspected_injection`` flag), and ``guarded`` applies ``verdict.flagged`` to the snippets
+it flags (issue 27: the paper mode's free-text reasoning obeyed page text even fenced):
+"redact" (the default) cuts the matching lines and sentences from the model's copy
+(``redact``); "withhold" leaves the whole snippet out, silently — its number is skipped, no
+notice is shown (a "passage withheld" notice itself pushed the model towards Refuted, and
+losing the whole snippet moved labels as often as the attacks did); "show" shows it
+neutralised. Stored evidence, spans and the report keep the page's words.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from sanctuary_local.io.predictions import MAX_EVIDENCE, NO_ANSWER, collapse_whitespace
 from sanctuary_local.records import Claim, ClaimEvidence, EvidenceItem, EvidenceSnippet
@@ -50,24 +54,30 @@ _SPECIAL = re.compile(
 _LABEL_LIKE = re.compile(r"\b(label|verdict|final answer|answer)(?:\s+is)?\s*[:=\-\u2013\u2014\uff1a]+", re.IGNORECASE)
 _FENCES = re.compile(f"[{FENCE_OPEN}{FENCE_CLOSE}]")
 
-_INJECTION_PATTERNS = (
+# Phrases aimed at the model, wherever they stand in a line.
+_PHRASES = (
     re.compile(r"\b(?:ignore|disregard|forget|override)\b[^.\n]{0,40}\b(?:previous|above|prior|earlier|all|any|other)\b"
                r"[^.\n]{0,30}\b(?:instructions?|evidence|rules|text|prompts?|context)\b", re.IGNORECASE),
     re.compile(r"\b(?:you are|act as|pretend to be|as an ai)\b[^.\n]{0,40}\b(?:assistant|model|fact-?checker|ai)\b",
                re.IGNORECASE),
     re.compile(r"\b(?:answer|respond|reply|output|label|classify|mark|rate)\b[^.\n]{0,40}"
                r"\b(?:supported|refuted|not enough evidence|conflicting evidence)\b", re.IGNORECASE),
-    # A "Label:" line is the pipeline's own output format, whatever follows; a "Verdict:" /
-    # "Rating:" line is ordinary fact-check prose ("Verdict: False") unless it names one of
-    # the pipeline's labels.
+    re.compile(r"\b(?:system prompt|new instructions?|instructions? for the (?:ai|model|assistant))\b", re.IGNORECASE),
+)
+# Lines in the pipeline's own prompt and output formats. A "Label:" line is the pipeline's
+# own output format, whatever follows; a "Verdict:" / "Rating:" line is ordinary fact-check
+# prose ("Verdict: False") unless it names one of the pipeline's labels.
+_LINES = (
     re.compile(r"^\s*>?\s*label\s*:", re.IGNORECASE | re.MULTILINE),
     re.compile(r"^\s*>?\s*(?:verdict|rating|ruling|final answer)\s*[:=\-\u2013\u2014]+\s*[*_\"'\u201c]*\s*"
                r"(?:supported|refuted|not enough evidence|conflicting evidence|cherry-?picking)\b",
                re.IGNORECASE | re.MULTILINE),
-    re.compile(r"\b(?:system prompt|new instructions?|instructions? for the (?:ai|model|assistant))\b", re.IGNORECASE),
     re.compile(r"^\s*(?:question|evidence)\s*\d+(?:\.\d+)?\s*[:(]", re.IGNORECASE | re.MULTILINE),
-    _SPECIAL,
 )
+_INJECTION_PATTERNS = (*_PHRASES, *_LINES, _SPECIAL)
+#: Redaction also cuts the answer format's other lines from a flagged snippet (not a reason to flag).
+_FORMAT_LINES = re.compile(r"^\s*>?\s*(?:justification|reasoning)\s*:", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 # ------------------------------------------------------------------ for scorers
@@ -128,6 +138,56 @@ def neutralize(text: str) -> str:
     text = _SPECIAL.sub(lambda m: "(" + re.sub(r"[^A-Za-z_ /]", "", m.group(0)).strip() + ")", text)
     text = _LABEL_LIKE.sub(lambda m: f"{m.group(1).lower()} (quoted)", text)
     return " ".join(text.split())
+
+
+def redact(text: str) -> str:
+    """The model's copy of a flagged snippet (``verdict.flagged = "redact"``): everything
+    from the first chat-template token on is cut (a forged conversation), then every line in
+    the prompt's or the answer's format (``Label:``, ``Question 2:``, ``Evidence 1.1 (…)``,
+    ``Justification:``) and every sentence with an instruction-like phrase, then every
+    occurrence of a sentence repeated to flood the window. What is left is the page."""
+    if (m := _SPECIAL.search(text)) is not None:
+        text = text[:m.start()]
+    lines = []
+    for line in text.splitlines():
+        if any(rx.search(line) for rx in _LINES) or _FORMAT_LINES.search(line):
+            continue
+        lines.append(" ".join(x for x in _SENTENCE_END.split(line) if not any(rx.search(x) for rx in _PHRASES)))
+    text = "\n".join(lines)
+    counts: dict[str, int] = {}
+    for sentence in _SENTENCE_END.split(text):
+        if len(_WORD.findall(sentence)) >= FLOOD_NGRAM:
+            counts[sentence.strip()] = counts.get(sentence.strip(), 0) + 1
+    for sentence, n in counts.items():
+        if n >= FLOOD_REPEATS:
+            text = text.replace(sentence, " ")
+    return text
+
+
+def redact_url(url: str) -> str:
+    """A flagged URL as the model sees it: up to its first whitespace (a URL has none), or
+    only its host when that part still holds an instruction-like phrase."""
+    first = url.split()[0] if url.split() else ""
+    return urlsplit(first).netloc if _matches(first) else first
+
+
+def guarded(ev: ClaimEvidence, how: str) -> tuple[ClaimEvidence, frozenset[Key]]:
+    """``(the evidence as stage 3 shows it to the model, the snippets it leaves out)``
+    under ``verdict.flagged``: "redact" gives flagged snippets a ``redact``-ed text and URL
+    (the copy's spans no longer match its text: it is never stored); "withhold" names them
+    to be left out; "show" changes nothing."""
+    if how == "show":
+        return ev, frozenset()
+    if how == "withhold":
+        return ev, withheld_keys(ev)
+    queries = []
+    for qe in ev.queries:
+        shown = tuple(sn if not (_matches(sn.chunk.text) or _suspicious_url(sn.chunk.url)) else
+                      dataclasses.replace(sn, chunk=dataclasses.replace(sn.chunk, text=redact(sn.chunk.text),
+                                                                        url=redact_url(sn.chunk.url)))
+                      for sn in qe.snippets)
+        queries.append(qe if shown == qe.snippets else dataclasses.replace(qe, snippets=shown))
+    return dataclasses.replace(ev, queries=tuple(queries)), frozenset()
 
 
 def source_name(url: str) -> str:
@@ -193,7 +253,7 @@ def suspected_injection(ev: ClaimEvidence) -> list[str]:
 
 def withheld_keys(ev: ClaimEvidence) -> frozenset[Key]:
     """The snippets ``suspected_injection`` flags, by text or by URL: what stage 3 keeps
-    from the model with ``verdict.withhold_flagged``."""
+    from the model with ``verdict.flagged = "withhold"``."""
     return frozenset((qi, si) for qi, qe in enumerate(ev.queries) for si, sn in enumerate(qe.snippets)
                      if _matches(sn.chunk.text) or _suspicious_url(sn.chunk.url))
 

@@ -66,6 +66,7 @@ def _shown(text: str, words: int) -> str:
 
 
 def stance_request(d: Draft, question: str, sn: EvidenceSnippet, ctx: Context, tag: str) -> ScoreRequest:
+    """The stance question for one passage, shown as the model may read it (``Draft.view``)."""
     f = claim_fields(d.claim)
     text = render(load_prompt(ctx.cfg.stance_prompt), claim=neutralize(f["claim"]), date=neutralize(f["date"]),
                   speaker=neutralize(f["speaker"]), question=_shown(question, 60), url=source_name(sn.chunk.url),
@@ -85,7 +86,8 @@ def score_stances(drafts: list[Draft], ctx: Context) -> list[Draft]:
         counts.append(len(found))
         for key, question, sn in found[: ctx.cfg.stance_passages]:
             plan.append((i, key, sn))
-            reqs.append(stance_request(d, question, sn, ctx, f"stance:{d.claim.index}:{key[0] + 1}.{key[1] + 1}"))
+            shown = d.view.queries[key[0]].snippets[key[1]]
+            reqs.append(stance_request(d, question, shown, ctx, f"stance:{d.claim.index}:{key[0] + 1}.{key[1] + 1}"))
     try:
         got = ctx.backend.score(reqs) if reqs else []
     except Exception as exc:  # noqa: BLE001 - a backend that raises: every passage unjudged, flagged

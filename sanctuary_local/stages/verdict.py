@@ -3,7 +3,7 @@
 Every step maps ``list[Draft]`` to ``list[Draft]`` in claim order (``verdict_draft``);
 each mode is a step of its own, chosen once by ``line(cfg)``, never a branch inside a step:
 
-    every mode starts with: withhold flagged snippets (``verdict.withhold_flagged``)
+    every mode starts with: withhold flagged snippets (``verdict.guard_flagged``)
     scored (verdict.mode = "scored"):
         prompt → [reasoning] → score labels → calibrate + choose → [text fallback] → record
         (text fallback, for claims the backend gave no scores: parse the reasoning, or
@@ -14,8 +14,8 @@ each mode is a step of its own, chosen once by ``line(cfg)``, never a branch ins
     paper  (verdict.mode = "paper", the paper's path):
         prompt → generate → label re-ask → [parts re-ask] → [citations] → text label → record
 
-- withhold: ``verdict_prompt.withhold_flagged`` — snippets whose text looks like an
-  instruction to the model are left out of every prompt (issue 27);
+- guard: ``verdict_prompt.guard_flagged`` — snippets whose text looks like an instruction
+  to the model are redacted (or left out) in every prompt's copy (issue 27);
 - prompt: ``verdict_prompt.build_prompts`` — fenced, neutralised, deduplicated evidence
   (``evidence_view``) fitted to the context;
 - generate, label re-ask, parts re-ask, text label: ``verdict_paper``;
@@ -42,7 +42,7 @@ from sanctuary_local.stages.verdict_cited import annotate_citations, check_and_r
 from sanctuary_local.stages.verdict_draft import Context, Draft, Parts
 from sanctuary_local.stages.verdict_paper import LABEL_REASK_TOKENS, generate, reask_label, reask_parts, text_label  # noqa: F401
 from sanctuary_local.stages.verdict_prompt import (  # noqa: F401
-    build_prompts, build_verdict_request, config_prompt_hash, verdict_prompt_hash, withhold_flagged,
+    build_prompts, build_verdict_request, config_prompt_hash, verdict_prompt_hash, guard_flagged,
 )
 from sanctuary_local.stages.verdict_record import record
 
@@ -53,12 +53,12 @@ _drop_order = drop_order  # the name older callers import
 def line(cfg: VerdictConfig, decomposed: bool = False) -> tuple[Step, ...]:
     """The steps of stage 3 for this config, in order (``record`` follows them)."""
     if cfg.mode == "stance":
-        return (withhold_flagged, score_stances, choose_label, justify_stances)
+        return (guard_flagged, score_stances, choose_label, justify_stances)
     if cfg.mode == "scored":
         if cfg.reasoning_tokens:  # the text fallback reads the reasoning
-            return (withhold_flagged, build_prompts, generate, score_labels, choose_label, mark_text_parsed, text_label)
-        return (withhold_flagged, build_prompts, score_labels, choose_label, mark_text_parsed, generate_unscored, text_label)
-    steps: list[Step] = [withhold_flagged, build_prompts, generate]
+            return (guard_flagged, build_prompts, generate, score_labels, choose_label, mark_text_parsed, text_label)
+        return (guard_flagged, build_prompts, score_labels, choose_label, mark_text_parsed, generate_unscored, text_label)
+    steps: list[Step] = [guard_flagged, build_prompts, generate]
     if cfg.label_reask:
         steps.append(reask_label)
     if decomposed:

@@ -120,8 +120,11 @@ class Draft:
     """The verdict prompt; None when it could not be built (``notes`` says why)."""
     dropped: frozenset[Key] = frozenset()
     """Snippets trimmed from the prompt to fit the context."""
+    shown: ClaimEvidence | None = None
+    """The evidence as the model is shown it, where ``verdict.flagged`` changed it
+    (``evidence_view.guarded``); None: ``evidence`` itself. Never stored."""
     withheld: frozenset[Key] = frozenset()
-    """Snippets flagged as instruction-like that no prompt shows (``verdict.withhold_flagged``)."""
+    """Snippets flagged as instruction-like that no prompt shows (``verdict.flagged = "withhold"``)."""
     notes: tuple[str, ...] = ()
     result: ChatResult | None = None
     """The generated reasoning (paper mode, or scored mode with ``reasoning_tokens``)."""
@@ -135,6 +138,11 @@ class Draft:
     """stance mode: the passages judged one by one (``stages/stance.py``)."""
     seconds: float = 0.0
     """Model time spent on this claim by every step so far."""
+
+    @property
+    def view(self) -> ClaimEvidence:
+        """What the model may read of the evidence (``shown``, else ``evidence``)."""
+        return self.evidence if self.shown is None else self.shown
 
     def with_flags(self, *flags: str) -> Draft:
         from dataclasses import replace

@@ -6,9 +6,10 @@ the tokens the mode generates (``answer_tokens``). When it is too long the lowes
 snippets are dropped first — never the instructions, the claim or a question — and the
 dropped snippets are carried as data (``Draft.dropped``) and shown as trimmed.
 
-Before that, ``withhold_flagged`` (the first step of every mode, ``verdict.withhold_flagged``)
-sets ``Draft.withheld``: the snippets ``evidence_view.withheld_keys`` flags as instruction-
-like, which no prompt of stage 3 shows (issue 27).
+Before that, ``guard_flagged`` (the first step of every mode) applies ``verdict.flagged``
+to the snippets ``evidence_view`` flags as instruction-like (issue 27): their redacted copy
+(``Draft.shown``), or their keys to leave out (``Draft.withheld``). Every prompt of stage 3
+is built from that view, never from the stored evidence directly.
 
 Claim text and metadata are untrusted too: they are neutralised like page text.
 """
@@ -22,7 +23,7 @@ from sanctuary_local.config import VerdictConfig
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, LLMBackend
 from sanctuary_local.prompts import load_prompt, render
 from sanctuary_local.records import Claim, ClaimEvidence
-from sanctuary_local.stages.evidence_view import drop_order, format_evidence, neutralize, withheld_keys
+from sanctuary_local.stages.evidence_view import drop_order, format_evidence, guarded, neutralize
 from sanctuary_local.stages.hyde import claim_fields
 from sanctuary_local.stages.verdict_draft import Context, Draft, Key, Parts
 from sanctuary_local.stages.verdict_hash import config_prompt_hash, verdict_prompt_hash  # noqa: F401 - named from here too
@@ -95,12 +96,14 @@ def fit_prompt(claim: Claim, ev: ClaimEvidence, template: str, budget: int, back
     return msgs, dropped, notes
 
 
-def withhold_flagged(drafts: list[Draft], ctx: Context) -> list[Draft]:
-    """Step: ``Draft.withheld``, the snippets whose text or URL looks like an instruction to
-    the model (``evidence_view.withheld_keys``), when ``verdict.withhold_flagged`` is on."""
-    if not ctx.cfg.withhold_flagged:
-        return drafts
-    return [dataclasses.replace(d, withheld=keys) if (keys := withheld_keys(d.evidence)) else d for d in drafts]
+def guard_flagged(drafts: list[Draft], ctx: Context) -> list[Draft]:
+    """Step: what the model may read of each claim's evidence under ``verdict.flagged``
+    (``evidence_view.guarded``): ``Draft.shown`` and ``Draft.withheld``."""
+    out = []
+    for d in drafts:
+        shown, withheld = guarded(d.evidence, ctx.cfg.flagged)
+        out.append(dataclasses.replace(d, shown=None if shown is d.evidence else shown, withheld=withheld))
+    return out
 
 
 def build_prompts(drafts: list[Draft], ctx: Context) -> list[Draft]:
@@ -110,7 +113,7 @@ def build_prompts(drafts: list[Draft], ctx: Context) -> list[Draft]:
     budget = cfg.llm.max_model_len - answer_tokens(cfg)
     for d in drafts:
         try:
-            msgs, dropped, notes = fit_prompt(d.claim, d.evidence, template_of(cfg, d.parts), budget, ctx.backend,
+            msgs, dropped, notes = fit_prompt(d.claim, d.view, template_of(cfg, d.parts), budget, ctx.backend,
                                               d.parts, d.withheld)
         except Exception as exc:  # noqa: BLE001 - skip this claim only
             log.error("claim %s: cannot build the verdict prompt: %s", d.claim.index, exc)
@@ -132,7 +135,7 @@ def build_verdict_request(claim: Claim, hyde: object, ev: ClaimEvidence, cfg: Ve
 
     h = hyde if isinstance(hyde, HydeResult) else HydeResult(claim.index, None, ())
     ctx = Context(backend, cfg)
-    (d,) = build_prompts(withhold_flagged([Draft(claim, h, ev, parts)], ctx), ctx)
+    (d,) = build_prompts(guard_flagged([Draft(claim, h, ev, parts)], ctx), ctx)
     if d.request is None:
         raise RuntimeError(d.notes[0] if d.notes else "the verdict prompt could not be built")
     return d.request, list(d.notes)

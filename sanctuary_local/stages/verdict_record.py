@@ -29,6 +29,14 @@ def _scored_justification(d: Draft) -> str:
             f"{'s' if urls != 1 else ''} ({kind} label probabilities: {shown}).")
 
 
+def _redacted(d: Draft) -> list[list[int]]:
+    """Keys of the snippets the model was shown a redacted copy of (``verdict.flagged``)."""
+    if d.shown is None:
+        return []
+    return [[qi, si] for qi, (mine, shown) in enumerate(zip(d.evidence.queries, d.shown.queries, strict=True))
+            for si, (a, b) in enumerate(zip(mine.snippets, shown.snippets, strict=True)) if a != b]
+
+
 def _meta(d: Draft, ctx: Context, injection: list[str]) -> dict[str, Any]:
     res = d.result
     meta: dict[str, Any] = {
@@ -46,6 +54,7 @@ def _meta(d: Draft, ctx: Context, injection: list[str]) -> dict[str, Any]:
         "trimmed": list(d.notes),
         "dropped": sorted([list(k) for k in d.dropped]),
         "withheld": sorted([list(k) for k in d.withheld]),
+        "redacted": _redacted(d),
         "raw_text": res.text if res is not None else "",
         **d.meta,
     }
