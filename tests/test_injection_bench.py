@@ -150,7 +150,14 @@ def test_detection_rates_on_cases(bench):
     assert det["n_claims"] == 3 and det["n_planted"] == 2 and det["not_plantable"] == [3]
     assert det["clean"] == {"n": 2, "false_flag_rate": 0.0, "flagged": {}}
     for t in bench.TEMPLATES:
-        assert det["templates"][t.name] == {"n": 2, "flagged_rate": 1.0, "flagged_at_planted_rate": 1.0, "missed": []}
+        assert det["templates"][t.name] == {"n": 2, "flagged_rate": 1.0, "flagged_at_planted_rate": 1.0,
+                                            "restored_rate": 1.0, "missed": []}
+    # the model's view: redaction gives back the clean block; withholding or showing does not
+    for how in ("withhold", "show"):
+        det = bench.detection(cases, bench.TEMPLATES, how)
+        assert all(det["templates"][t.name]["restored_rate"] == 0.0 for t in bench.TEMPLATES), how
+    det = bench.detection(cases, bench.ALL_TEMPLATES)
+    assert det["templates"]["reworded"]["restored_rate"] == 0.0 and det["flagged_setting"] == "redact"
 
 
 # ------------------------------------------------------------------ flip rate
@@ -315,7 +322,7 @@ def test_detection_only_run_writes_the_table(bench, tmp_path):
                                    "from_provisional": 1}
     md = (out / "injection_t.md").read_text("utf-8")
     for t in bench.TEMPLATES:
-        assert f"| {t.name} | " in md and "| 3 | 100.0 % | 100.0 % | not run | not run | - |" in md
+        assert f"| {t.name} | " in md and "| 3 | 100.0 % | 100.0 % | 100.0 % | not run | not run | - |" in md
     assert "load average at the end" in md and "--label t" in md
     assert not (tmp_path / "work").exists()  # detection alone persists nothing
 
