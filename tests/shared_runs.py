@@ -17,6 +17,12 @@ EXAMPLES = ROOT / "examples"
 #: cpu-fast (Qwen2.5-Coder-0.5B on llama.cpp, MiniLM) with short generations.
 TINY = str(ROOT / "tests" / "data" / "tiny_cpu.toml")
 N_EXAMPLES = len(orjson.loads((EXAMPLES / "claims.json").read_bytes()))
+#: ``TINY``'s stage-1 and retrieval settings and its verdict prompt, as overrides of cpu-fast:
+#: tests that start from the reference run with their own stage-3 settings merge their
+#: ``verdict`` section into this (stages 1-2 are then the reference run's and are copied).
+TINY_SECTIONS = {"hyde": {"max_questions": 5, "sampling": {"max_tokens": 160}},
+                 "retrieval": {"max_snippets": 4}}
+TINY_VERDICT_PROMPT = "verdict_short.txt"
 
 
 def block_non_loopback(monkeypatch: pytest.MonkeyPatch) -> list[object]:

@@ -5,7 +5,7 @@ label and a citation record, every valid citation's span reconstructs its quote 
 store's own document text, flags agree with the record, the rates are shares, and the
 official outputs still pass the official format checks. The run starts from the session's
 reference run (conftest.py, the same stages 1-2 settings) with ``--reuse-from``: only
-stage 3, where the mode acts, runs here, on claims 0-1 (issue 29: every check is per claim
+stage 3, where the mode acts, runs here, on claim 0 (issue 29: every check is per claim
 and per citation, and each further claim is another long stage-3 generation and re-ask)."""
 
 from __future__ import annotations
@@ -23,15 +23,14 @@ from sanctuary_local.records import LABELS
 from sanctuary_local.runstate import STAGE_FILES
 from sanctuary_local.stages.citations import find_quote
 from sanctuary_local.stages.verdict import citation_rates
-from shared_runs import reuse_extras
+from shared_runs import TINY_SECTIONS, reuse_extras
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 #: cpu-fast with the end-to-end tests' shorter stage-1 generations (tests/data/tiny_cpu.toml's,
 #: so stages 1-2 are the reference run's); stage 3 gets room for a short reasoning, its
 #: citations and the label.
-OVERRIDES = {"hyde": {"max_questions": 5, "sampling": {"max_tokens": 160}},
-             "verdict": {"citations": True, "sampling": {"max_tokens": 256}}}
+OVERRIDES = {**TINY_SECTIONS, "verdict": {"citations": True, "sampling": {"max_tokens": 256}}}
 
 pytestmark = pytest.mark.slow
 
@@ -43,8 +42,8 @@ def cited_run(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureR
     out = tmp_path_factory.mktemp("cited")
     summary = run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=out,
                                       profile="cpu-fast", workers=1, quiet=True, overrides=OVERRIDES,
-                                      reuse_from=reference, claims_range="0:2"))
-    assert summary.n_claims == 2
+                                      reuse_from=reference, claims_range="0:1"))
+    assert summary.n_claims == 1
     tag = str(reference.resolve())  # stages 1-2 copied, stage 3 computed with the mode on
     n = summary.n_claims
     assert reuse_extras(out, STAGE_FILES["hyde"]) == reuse_extras(out, STAGE_FILES["retrieval"]) == dict.fromkeys(range(n), tag)

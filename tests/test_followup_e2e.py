@@ -22,14 +22,15 @@ from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.records import LABELS, ClaimEvidence, HydeResult
 from sanctuary_local.runstate import STAGE_FILES
-from shared_runs import reuse_extras
+from shared_runs import TINY_SECTIONS, TINY_VERDICT_PROMPT, reuse_extras
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-OVERRIDES = {"hyde": {"max_questions": 5, "sampling": {"max_tokens": 160}},
-             "retrieval": {"retriever": {"similarity_threshold": 0.68}, "sts": {"similarity_threshold": 0.68}},
+OVERRIDES = {**TINY_SECTIONS,
+             "retrieval": {**TINY_SECTIONS["retrieval"], "retriever": {"similarity_threshold": 0.68},
+                           "sts": {"similarity_threshold": 0.68}},
              "followup": {"enabled": True, "max_questions": 2, "sampling": {"max_tokens": 160}},
-             "verdict": {"sampling": {"max_tokens": 192}}}
+             "verdict": {"prompt": TINY_VERDICT_PROMPT, "sampling": {"max_tokens": 192}}}
 
 pytestmark = pytest.mark.slow
 

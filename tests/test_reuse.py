@@ -16,6 +16,7 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.records import HydeResult, Query
 from sanctuary_local.reuse import CHAIN, reusable_stages, reuse_stages
 from sanctuary_local.runstate import STAGE_FILES, StageFile
+from shared_runs import TINY_SECTIONS, TINY_VERDICT_PROMPT
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -144,7 +145,7 @@ def test_records_are_copied_per_claim_only_on_top_of_the_same_source(tmp_path: P
 
 # ----------------------------------------------------------- end to end, real model
 #: tests/data/tiny_cpu.toml's stage-1 settings, so the session's reference run is the base.
-OVERRIDES = {"hyde": {"max_questions": 5, "sampling": {"max_tokens": 160}}, "verdict": {"sampling": {"max_tokens": 160}}}
+OVERRIDES = {**TINY_SECTIONS, "verdict": {"prompt": TINY_VERDICT_PROMPT, "sampling": {"max_tokens": 160}}}
 
 
 def _lines(path: Path) -> dict[int, dict]:
@@ -154,7 +155,7 @@ def _lines(path: Path) -> dict[int, dict]:
 @pytest.mark.slow
 def test_reuse_end_to_end_on_the_real_model(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """The base is the session's reference run (conftest.py: tests/data/tiny_cpu.toml on the
-    4 examples, made once and read by other modules too); the what-if runs take claims 0-1."""
+    4 examples, made once and read by other modules too); the what-if runs take claim 1 alone."""
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install '.[cpu]')")
     from sanctuary_local.io.leaderboard import check_official_rows
     from sanctuary_local.io.predictions import MAX_EVIDENCE
@@ -163,7 +164,7 @@ def test_reuse_end_to_end_on_the_real_model(tmp_path: Path, request: pytest.Fixt
     def run(out: Path, overrides: dict, reuse: Path | None = None):
         return run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=out,
                                        profile="cpu-fast", workers=1, quiet=True, overrides=overrides,
-                                       claims_range="0:2", reuse_from=reuse))
+                                       claims_range="1:2", reuse_from=reuse))
 
     base: Path = request.getfixturevalue("reference_run")
     what_if = tmp_path / "label_reask_off"
@@ -171,18 +172,18 @@ def test_reuse_end_to_end_on_the_real_model(tmp_path: Path, request: pytest.Fixt
     tag = str(base.resolve())
     for name in (STAGE_FILES["hyde"], STAGE_FILES["retrieval"]):
         old, new = _lines(base / name), _lines(what_if / name)
-        assert sorted(new) == [0, 1] and sorted(old) == [0, 1, 2, 3]  # the what-if selected claims 0-1
+        assert sorted(new) == [1] and sorted(old) == [0, 1, 2, 3]  # the what-if selected claim 1
         for i in new:
             assert new[i]["record"] == old[i]["record"] and new[i]["extra"]["reused_from"] == tag
     verdicts = _lines(what_if / STAGE_FILES["verdict"])
-    assert sorted(verdicts) == [0, 1] and not any("reused_from" in v["extra"] for v in verdicts.values())
-    assert summary.n_claims == 2 and check_official_rows(what_if / "submission.csv", max_pairs=MAX_EVIDENCE) == []
+    assert sorted(verdicts) == [1] and not any("reused_from" in v["extra"] for v in verdicts.values())
+    assert summary.n_claims == 1 and check_official_rows(what_if / "submission.csv", max_pairs=MAX_EVIDENCE) == []
     # a retrieval change: stage 1 is still the base's, stage 2 is computed anew
     other = tmp_path / "fewer_segments"
     run(other, {**OVERRIDES, "retrieval": {"top_k_segments": 20}}, reuse=base)
     assert all(o["extra"]["reused_from"] == tag for o in _lines(other / STAGE_FILES["hyde"]).values())
     assert not any("reused_from" in o["extra"] for o in _lines(other / STAGE_FILES["retrieval"]).values())
-    assert sorted(_lines(other / STAGE_FILES["verdict"])) == [0, 1]
+    assert sorted(_lines(other / STAGE_FILES["verdict"])) == [1]
 
 
 def test_a_claim_whose_store_file_changed_gets_retrieval_anew(tmp_path: Path) -> None:
