@@ -182,7 +182,7 @@ def guarded(ev: ClaimEvidence, how: str) -> tuple[ClaimEvidence, frozenset[Key]]
         return ev, withheld_keys(ev)
     queries = []
     for qe in ev.queries:
-        shown = tuple(sn if not (_matches(sn.chunk.text) or _suspicious_url(sn.chunk.url)) else
+        shown = tuple(sn if not _flagged(sn) else
                       dataclasses.replace(sn, chunk=dataclasses.replace(sn.chunk, text=redact(sn.chunk.text),
                                                                         url=redact_url(sn.chunk.url)))
                       for sn in qe.snippets)
@@ -254,8 +254,11 @@ def suspected_injection(ev: ClaimEvidence) -> list[str]:
 def withheld_keys(ev: ClaimEvidence) -> frozenset[Key]:
     """The snippets ``suspected_injection`` flags, by text or by URL: what stage 3 keeps
     from the model with ``verdict.flagged = "withhold"``."""
-    return frozenset((qi, si) for qi, qe in enumerate(ev.queries) for si, sn in enumerate(qe.snippets)
-                     if _matches(sn.chunk.text) or _suspicious_url(sn.chunk.url))
+    return frozenset((qi, si) for qi, qe in enumerate(ev.queries) for si, sn in enumerate(qe.snippets) if _flagged(sn))
+
+
+def _flagged(sn: EvidenceSnippet) -> bool:
+    return _matches(sn.chunk.text) or _suspicious_url(sn.chunk.url)
 
 
 def _suspicious_url(url: str) -> bool:
