@@ -44,7 +44,11 @@ def test_vllm_cpu_pipeline_end_to_end(tmp_path: Path) -> None:
     # Stage 2 after stage 1 (no overlap): on 2 cores the retrieval pool would only slow the engine.
     # Stage 3 in scored mode with a short reasoning first (issue 26): vLLM generates the
     # reasoning, then scores the four labels as the answer with prompt_logprobs.
-    scored = {"verdict": {"mode": "scored", "reasoning_tokens": 48}}
+    # The short prompt (one example per label) and at most 4 snippets per question, as in the
+    # llama.cpp tests' profile (issue 29): every label is a full prefill on vLLM, so the prompt's
+    # length is most of this test's time.
+    scored = {"retrieval": {"max_snippets": 4},
+              "verdict": {"mode": "scored", "reasoning_tokens": 48, "prompt": "verdict_short.txt"}}
     summary = run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=tmp_path,
                                       profile=str(PROFILE), models_dir=str(REPO / "models"), quiet=True, overlap=False,
                                       overrides=scored))
