@@ -77,8 +77,8 @@ FLAG_TEXT: dict[str, str] = {
     "verdict_stance": "the label was chosen from the model's scored stance towards each passage, judged one by one",
     "verdict_stance_failed": "no passage could be judged (the model returned no scores): the label rests on stage 1 alone",
     "verdict_text_parsed": "no label scores were available; the label was read from the verdict's text",
-    "suspected_injection": ("evidence contains instruction-like text aimed at the model; it was cut from what the model read "
-                            "(verdict.flagged), but the verdict may still have been targeted"),
+    "suspected_injection": ("evidence contains instruction-like text aimed at the model; unless verdict.flagged is 'show', "
+                            "it was cut from what the model read, but the verdict may still have been targeted"),
     "citations_reasked": "the verdict's citations failed the check and it was asked once more",
     "citation_violations": "this many of the verdict's citations do not match their evidence",
     "citations_missing": "the verdict cites no evidence",
