@@ -413,3 +413,14 @@ def test_config_validation_refuses_a_bogus_mode():
     with pytest.raises(UserError, match="reasoning_tokens"):
         load_config("cpu-fast", {"verdict": {"mode": "scored", "reasoning_tokens": True}})
     assert load_config("cpu-fast", {"verdict": {"mode": "scored"}}).verdict.mode == "scored"
+
+
+def test_unflagged_evidence_is_shown_as_it_is_stored():
+    from sanctuary_local.stages.evidence_view import guarded
+
+    ev = shared_chunk_evidence()
+    for how in ("redact", "withhold", "show"):
+        shown, withheld = guarded(ev, how)
+        assert shown is ev and withheld == frozenset(), how
+    (d,) = guard_flagged([verdict.Draft(CLAIM, HYDE, ev)], verdict.Context(Backend(), VerdictConfig()))
+    assert d.shown is None and d.view is ev

@@ -187,6 +187,8 @@ def guarded(ev: ClaimEvidence, how: str) -> tuple[ClaimEvidence, frozenset[Key]]
                                                                         url=redact_url(sn.chunk.url)))
                       for sn in qe.snippets)
         queries.append(qe if shown == qe.snippets else dataclasses.replace(qe, snippets=shown))
+    if all(a is b for a, b in zip(queries, ev.queries, strict=True)):
+        return ev, frozenset()  # nothing flagged: the stored evidence itself
     return dataclasses.replace(ev, queries=tuple(queries)), frozenset()
 
 
