@@ -168,8 +168,8 @@ def test_verdict_prompt_fits_real_tokenizer(llama, claims):
     from sanctuary_local.records import HydeResult, Query
 
     q = Query(c.index, 0, "Does the tower grow in summer?")
-    # twenty different sentences (one sentence repeated would be a flood, redacted from the prompt)
-    text = " ".join(f"In {1900 + i} the iron of the tower expanded by {i} mm in the heat." for i in range(20))
+    # varied sentences: one sentence repeated would be flooding, redacted from the prompt
+    text = " ".join(f"In {1900 + k} the tower grew {k} millimetres taller on day {3 * k}." for k in range(20))
     snippets = tuple(EvidenceSnippet(Chunk(c.index, 0, f"https://e.org/{i}", 0, len(text), text), 1 - i / 10) for i in range(6))
     ev = ClaimEvidence(c.index, (QueryEvidence(q, snippets),))
     cfg = VerdictConfig()

@@ -167,7 +167,7 @@ def redact(text: str) -> str:
 def redact_url(url: str) -> str:
     """A flagged URL as the model sees it: up to its first whitespace (a URL has none), or
     only its host when that part still holds an instruction-like phrase."""
-    first = url.split()[0] if url.split() else ""
+    first = next(iter(url.split()), "")
     return urlsplit(first).netloc if _matches(first) else first
 
 
@@ -176,20 +176,20 @@ def guarded(ev: ClaimEvidence, how: str) -> tuple[ClaimEvidence, frozenset[Key]]
     under ``verdict.flagged``: "redact" gives flagged snippets a ``redact``-ed text and URL
     (the copy's spans no longer match its text: it is never stored); "withhold" names them
     to be left out; "show" changes nothing."""
-    if how == "show":
-        return ev, frozenset()
+    flagged = withheld_keys(ev) if how != "show" else frozenset()
+    if not flagged:
+        return ev, frozenset()  # nothing flagged, or "show": the stored evidence itself
     if how == "withhold":
-        return ev, withheld_keys(ev)
-    queries = []
-    for qe in ev.queries:
-        shown = tuple(sn if not _flagged(sn) else
-                      dataclasses.replace(sn, chunk=dataclasses.replace(sn.chunk, text=redact(sn.chunk.text),
-                                                                        url=redact_url(sn.chunk.url)))
-                      for sn in qe.snippets)
-        queries.append(qe if shown == qe.snippets else dataclasses.replace(qe, snippets=shown))
-    if all(a is b for a, b in zip(queries, ev.queries, strict=True)):
-        return ev, frozenset()  # nothing flagged: the stored evidence itself
-    return dataclasses.replace(ev, queries=tuple(queries)), frozenset()
+        return ev, flagged
+    def shown(qi: int, si: int, sn: EvidenceSnippet) -> EvidenceSnippet:
+        if (qi, si) not in flagged:
+            return sn
+        return dataclasses.replace(sn, chunk=dataclasses.replace(sn.chunk, text=redact(sn.chunk.text),
+                                                                 url=redact_url(sn.chunk.url)))
+
+    queries = tuple(dataclasses.replace(qe, snippets=tuple(shown(qi, si, sn) for si, sn in enumerate(qe.snippets)))
+                    for qi, qe in enumerate(ev.queries))
+    return dataclasses.replace(ev, queries=queries), frozenset()
 
 
 def source_name(url: str) -> str:
