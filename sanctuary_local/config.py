@@ -38,6 +38,11 @@ class SamplingConfig:
     """Generation cap (vLLM's default of 16 is never relied on)."""
     seed: int = 0
     """Sampling seed (reruns are identical)."""
+    repetition_penalty: float = 1.0
+    """Divides the logits of tokens already in the prompt or the text (llama.cpp's
+    ``repeat_penalty``, vLLM's ``repetition_penalty``; CTRL, Keskar et al. 2019); 1.0: off.
+    Issue 26's row against the 1.5B's greedy repetition loops in stage 3. At 1.0 it is left
+    out of every fingerprint and prompt hash, so runs made before it existed still match."""
     stop: list[str] = field(default_factory=list)
     """Stop strings: generation ends where one appears, and it is not part of the text
     (besides the chat template's end-of-turn markers, which always stop). Issue 26's
@@ -376,6 +381,9 @@ def validate(cfg: Config) -> None:
         *((isinstance(stop, list) and all(isinstance(x, str) and x for x in stop),
            f"{where}.sampling.stop must be a list of non-empty strings, got {stop!r}")
           for where, stop in (("hyde", cfg.hyde.sampling.stop), ("verdict", cfg.verdict.sampling.stop))),
+        *((isinstance(pen, (int, float)) and not isinstance(pen, bool) and 0 < pen <= 10,
+           f"{where}.sampling.repetition_penalty must be a number in (0, 10] (1.0: off), got {pen!r}")
+          for where, pen in (("hyde", cfg.hyde.sampling.repetition_penalty), ("verdict", cfg.verdict.sampling.repetition_penalty))),
         # --set parses values as TOML: "True" or "yes" would arrive as a (truthy) string.
         (isinstance(cfg.verdict.citations, bool), "verdict.citations must be true or false"),
         (isinstance(cfg.followup.enabled, bool), "followup.enabled must be true or false"),

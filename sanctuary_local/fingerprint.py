@@ -92,13 +92,18 @@ def is_execution_setting(dotted: str) -> bool:
     return False
 
 
+#: Settings added after runs were made, left out of every identity at their value that
+#: reproduces those runs, so the runs still resume and ``--reuse-from`` still copies them.
+NEUTRAL_DEFAULTS: dict[str, Any] = {"repetition_penalty": 1.0}
+
+
 def result_settings(cfg: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """``cfg`` (a ``Config.to_dict()`` or one of its sections, at ``prefix``) without the
-    execution settings."""
+    execution settings, and without a ``NEUTRAL_DEFAULTS`` setting at that value."""
     out: dict[str, Any] = {}
     for key, value in cfg.items():
         dotted = f"{prefix}{key}"
-        if is_execution_setting(dotted):
+        if is_execution_setting(dotted) or (key in NEUTRAL_DEFAULTS and value == NEUTRAL_DEFAULTS[key]):
             continue
         out[key] = result_settings(value, dotted + ".") if isinstance(value, dict) else value
     return out

@@ -158,6 +158,24 @@ def test_changed_prompt_or_its_settings_changes_that_stage_only(monkeypatch: pyt
         check_state(tmp_path, {"prompts": changed}, force=False)
 
 
+def test_a_setting_added_later_keeps_older_runs_identities_at_its_neutral_value() -> None:
+    # repetition_penalty (issue 26) came after runs were made: at 1.0 every identity is that of
+    # a config without the key (an older run's config.json), at any other value it differs.
+    from sanctuary_local.fingerprint import result_settings
+    from sanctuary_local.stages.verdict_hash import config_prompt_hash
+
+    cfg = load_config("cpu-fast", {"verdict": {"mode": "scored", "reasoning_tokens": 64}})
+    older = cfg.to_dict()
+    for section in ("hyde", "verdict", "decompose", "followup"):
+        del older[section]["sampling"]["repetition_penalty"]
+    assert result_settings(cfg.to_dict()) == result_settings(older)
+    base, base_prompts, base_hash = config_identity(cfg), prompt_identities(cfg), config_prompt_hash(cfg.verdict)
+    cfg.verdict.sampling.repetition_penalty = 1.1
+    changed = prompt_identities(cfg)
+    assert config_identity(cfg) != base and changed["verdict"] != base_prompts["verdict"] and changed["hyde"] == base_prompts["hyde"]
+    assert config_prompt_hash(cfg.verdict) != base_hash  # the reasoning before the scores changes: a calibration must not match
+
+
 # -------------------------------------------------------------------- the code
 def _package(root: Path) -> Path:
     pkg = root / "pkg"

@@ -85,6 +85,19 @@ def test_llama_stop_strings_end_generation(llama):
     assert stopped.completion_tokens < free.completion_tokens
 
 
+REPEAT = (ChatMessage("user", "Write the word apple twenty times, separated by spaces."),)
+
+
+def test_llama_repetition_penalty_reaches_the_sampler(llama):
+    # sampling.repetition_penalty (issue 26's row against greedy loops): the same greedy
+    # request repeats itself without it and writes something else with it.
+    free, penalised = llama.generate([ChatRequest(REPEAT, SamplingConfig(temperature=0.0, top_k=1, max_tokens=16)),
+                                      ChatRequest(REPEAT, SamplingConfig(temperature=0.0, top_k=1, max_tokens=16,
+                                                                         repetition_penalty=1.5))])
+    assert free.ok and penalised.ok and free.text.lower().count("apple") >= 5, free.text
+    assert penalised.text != free.text and penalised.text.lower().count("apple") < free.text.lower().count("apple")
+
+
 def test_llama_uses_the_gguf_chat_template(llama):
     # No chat_template configured: the GGUF's own (Qwen2.5 ChatML) is rendered, and
     # generation stops at its end-of-turn marker.
@@ -210,10 +223,13 @@ def test_openai_http_against_real_server(server_url):
         ChatRequest(msgs, SamplingConfig(max_tokens=16), json_schema=load_schema("hyde_schema.json"), tag="c"),
         ChatRequest((ChatMessage("user", "Write the numbers from 1 to 6, one per line, digits only."),),
                     SamplingConfig(temperature=0.0, max_tokens=16, stop=["4"]), tag="d"),
+        ChatRequest(REPEAT, SamplingConfig(temperature=0.0, top_k=1, max_tokens=16), tag="e"),
+        ChatRequest(REPEAT, SamplingConfig(temperature=0.0, top_k=1, max_tokens=16, repetition_penalty=1.5), tag="f"),
     ]
     results = backend.generate(reqs)
-    assert len(results) == 4 and all(r.ok for r in results), [r.error for r in results]
+    assert len(results) == 6 and all(r.ok for r in results), [r.error for r in results]
     assert "3" in results[3].text and "4" not in results[3].text, results[3].text  # the server got "stop"
+    assert results[4].text != results[5].text, results[4].text  # and the repetition penalty
     for r in results:
         assert r.prompt_tokens > 0 and 0 < r.completion_tokens <= 16 and r.finish_reason in ("stop", "length")
     # llama-cpp-python's server only speaks {"type": "json_object", "schema": ...}: the backend adapts.

@@ -132,6 +132,7 @@ class LlamaCppBackend:
             "top_p": s.top_p,
             "top_k": s.top_k if s.top_k > 0 else 0,  # llama.cpp: 0 disables top-k
             "min_p": s.min_p,
+            "repeat_penalty": s.repetition_penalty,
             "seed": s.seed,
             "stop": [*self._stop, *s.stop],
         }

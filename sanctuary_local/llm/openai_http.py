@@ -6,7 +6,9 @@ connection errors, 429 and 5xx. Structured output is sent as the OpenAI
 ``response_format = {"type": "json_schema", ...}`` (vLLM, llama.cpp server, SGLang); a
 server that rejects it (400/422, or llama-cpp-python's 500 — it only knows
 ``{"type": "json_object", "schema": ...}``) is retried once in that dialect, which is
-then remembered. ``top_k``/``min_p`` are sent as the extra body fields these servers read.
+then remembered. ``top_k``/``min_p`` are sent as the extra body fields these servers read;
+a repetition penalty other than 1.0 as both ``repetition_penalty`` (vLLM) and
+``repeat_penalty`` (llama.cpp's server).
 
 Fleet: ``base_url`` may name several servers (a list, or URLs separated by commas), e.g.
 one ``vllm serve`` per GPU. Each server gets ``concurrency`` worker threads that pull the
@@ -126,7 +128,9 @@ class OpenAIHTTPBackend:
             "n": 1,
             "stream": False,
         }
-        extras = {"top_k": s.top_k if s.top_k > 0 else None, "min_p": s.min_p if s.min_p > 0 else None, "stop": list(s.stop)}
+        penalty = s.repetition_penalty if s.repetition_penalty != 1.0 else None  # vLLM's name, then llama.cpp's
+        extras = {"top_k": s.top_k if s.top_k > 0 else None, "min_p": s.min_p if s.min_p > 0 else None, "stop": list(s.stop),
+                  "repetition_penalty": penalty, "repeat_penalty": penalty}
         payload.update({k: v for k, v in extras.items() if v})  # sent only when set
         if req.json_schema is not None:
             payload["response_format"] = self._response_format(req.json_schema)

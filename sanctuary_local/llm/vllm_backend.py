@@ -93,6 +93,7 @@ class VLLMBackend:
             top_p=s.top_p,
             top_k=s.top_k if s.top_k > 0 else -1,
             min_p=s.min_p,
+            repetition_penalty=s.repetition_penalty,
             max_tokens=s.max_tokens,
             stop=list(s.stop) or None,
             seed=s.seed if self._request_seeds else None,

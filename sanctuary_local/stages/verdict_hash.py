@@ -27,9 +27,11 @@ def config_prompt_hash(cfg: VerdictConfig) -> str:
     if cfg.mode == "stance":
         return stance_prompt_hash(cfg)
     if cfg.mode == "scored":
-        if cfg.reasoning_tokens:  # the reasoning's cap changes the scores too: it is hashed with the templates
+        if cfg.reasoning_tokens:  # the reasoning's cap (and penalty) change the scores too: hashed with the templates
             templates = verdict_prompt_hash(cfg.prompt, cfg.scored_label_prompt)
-            return hashlib.sha256(f"{templates}\0reasoning_tokens={cfg.reasoning_tokens}".encode()).hexdigest()[:16]
+            penalty = cfg.sampling.repetition_penalty
+            extra = f"\0repetition_penalty={penalty}" if penalty != 1.0 else ""  # 1.0 keeps older calibrations' key
+            return hashlib.sha256(f"{templates}\0reasoning_tokens={cfg.reasoning_tokens}{extra}".encode()).hexdigest()[:16]
         return verdict_prompt_hash(cfg.scored_prompt, "")
     if cfg.citations:
         return verdict_prompt_hash(cfg.citations_prompt, cfg.label_reask, cfg.citations_reask)
