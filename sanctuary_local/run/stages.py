@@ -103,7 +103,7 @@ def stage_verdict(run: RunState, claims: list[Claim], level: int) -> None:
     if not todo:
         return
     run.stops.check()
-    calibration = verdict_calibration(cfg)
+    calibration = verdict_calibration(run.cfg)  # the configured prompts': a budget level shortens the reasoning
 
     def work(backend: Any, w: list[tuple[Claim, HydeResult, ClaimEvidence, Any]]) -> list[Prediction]:
         return verdict_stage.run_verdict([x[0] for x in w], [x[1] for x in w], [x[2] for x in w], backend, cfg.verdict,
