@@ -91,6 +91,17 @@ def row(name: str, gold: list[str], pred: list[str], qa: list[float]) -> dict[st
             "predicted": {lab: pred.count(lab) for lab in LABELS}}
 
 
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    """The markdown table of ``row`` results, one line each."""
+    out = ["| row | accuracy | macro-F1 | AVeriTeC@0.25 | recall S / R / NEE / C | predicted S / R / NEE / C |",
+           "|---|---|---|---|---|---|"]
+    for r in rows:
+        rec = " / ".join(f"{r['recall'][lab]:.2f}" for lab in LABELS)
+        pred = " / ".join(str(r["predicted"][lab]) for lab in LABELS)
+        out.append(f"| {r['row']} | {r['accuracy']:.3f} | {r['macro_f1']:.3f} | {r['averitec_0.25']:.3f} | {rec} | {pred} |")
+    return out
+
+
 def labels_of(examples: Any, cal: Calibration | None) -> list[str]:
     return predicted_labels(examples, cal)
 
@@ -150,13 +161,7 @@ def main(argv: list[str] | None = None) -> int:
           + (f"judged by leave-one-out on the same claims (each claim labelled by the variant fitted on the other "
            f"{len(tune.examples) - 1}). " if loo else
            f"judged on {len(tune.examples)} claims of `{args.tune_run}` (dev {tune.indices[0]}-{tune.indices[-1]}). ")+
-          "AVeriTeC@0.25 uses the run's evidence; only labels differ between rows.", "",
-          "| row | accuracy | macro-F1 | AVeriTeC@0.25 | recall S / R / NEE / C | predicted S / R / NEE / C |",
-          "|---|---|---|---|---|---|"]
-    for r in rows:
-        rec = " / ".join(f"{r['recall'][lab]:.2f}" for lab in LABELS)
-        pred = " / ".join(str(r["predicted"][lab]) for lab in LABELS)
-        md.append(f"| {r['row']} | {r['accuracy']:.3f} | {r['macro_f1']:.3f} | {r['averitec_0.25']:.3f} | {rec} | {pred} |")
+          "AVeriTeC@0.25 uses the run's evidence; only labels differ between rows.", "", *table(rows)]
     base.with_suffix(".md").write_text("\n".join(md) + "\n", "utf-8")
     print("\n".join(md))
     return 0

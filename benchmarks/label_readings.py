@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from calibration_variants import DEFAULT_CLAIMS, qa_utilities, row  # noqa: E402
+from calibration_variants import DEFAULT_CLAIMS, qa_utilities, row, table  # noqa: E402
 
 from sanctuary_local.calibrate import run_predictions  # noqa: E402
 from sanctuary_local.records import LABELS  # noqa: E402
@@ -73,13 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"# Label readings: {args.label}", "",
              f"Run `{args.run_dir}`, dev claims {a}-{b - 1} ({b - a}), labels read several ways; every row is scored "
              "with the run's own evidence, so only labels differ. Nothing is fitted here. Load average "
-             f"{[round(x, 2) for x in os.getloadavg()]}.", "",
-             "| row | accuracy | macro-F1 | AVeriTeC@0.25 | recall S / R / NEE / C | predicted S / R / NEE / C |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        rec = " / ".join(f"{r['recall'][lab]:.2f}" for lab in LABELS)
-        pred = " / ".join(str(r["predicted"][lab]) for lab in LABELS)
-        lines.append(f"| {r['row']} | {r['accuracy']:.3f} | {r['macro_f1']:.3f} | {r['averitec_0.25']:.3f} | {rec} | {pred} |")
+             f"{[round(x, 2) for x in os.getloadavg()]}.", "", *table(rows)]
     lines += ["", f"Command: `python benchmarks/label_readings.py {' '.join(sys.argv[1:] if argv is None else argv)}`", ""]
     args.results_dir.mkdir(parents=True, exist_ok=True)
     base = args.results_dir / f"label_readings_{args.label}"

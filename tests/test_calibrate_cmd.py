@@ -80,3 +80,28 @@ def test_calibrate_refuses_bad_input_in_one_line(tmp_path: Path, capsys, case: s
     assert code == 2, err
     assert "Traceback" not in err and len([ln for ln in err.splitlines() if ln.startswith("error:")]) == 1, err
     assert not out.exists()
+
+
+def test_label_readings_read_one_scored_run_four_ways(tmp_path: Path) -> None:
+    # benchmarks/label_readings.py: the run's labels, the raw argmax, stage 1's label and the
+    # majority class, each scored against the same gold (here no evidence: AVeriTeC 0).
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("label_readings", Path(__file__).parents[1] / "benchmarks" / "label_readings.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    gold = ["Supported", "Refuted", "Refuted", "Not Enough Evidence"]
+    scores = [[-0.1, -2.0, -3.0, -4.0], [-2.0, -0.1, -3.0, -4.0], [-0.1, -2.0, -3.0, -4.0], [-3.0, -2.0, -0.1, -4.0]]
+    run = _run_dir(tmp_path, "scored", scores, ["Refuted"] * 4)
+    claims = tmp_path / "c.json"  # METEOR needs gold questions
+    claims.write_text(json.dumps([{"claim": f"claim number {i}", "label": g, "questions": [
+        {"question": "Is it true?", "answers": [{"answer": "Yes, it is."}]}]} for i, g in enumerate(gold)]), "utf-8")
+    rows = {r["row"]: r for r in mod.readings(run, claims, (0, 1, 2, 3))}
+    assert rows["raw label scores (argmax, no calibration)"]["accuracy"] == 0.75
+    assert rows["the run's labels"]["predicted"] == {"Supported": 2, "Refuted": 1, "Not Enough Evidence": 1,
+                                                     "Conflicting Evidence/Cherrypicking": 0}
+    assert rows["stage-1 provisional label"]["accuracy"] == rows["majority class (Refuted), with the run's evidence"]["accuracy"] == 0.5
+    assert all(r["averitec_0.25"] == 0.0 for r in rows.values())
+    (tmp_path / "p").mkdir()
+    with pytest.raises(SystemExit, match="no label scores"):
+        mod.readings(_run_dir(tmp_path / "p", "paper", scores, ["Refuted"] * 4), claims, (0, 1, 2, 3))
