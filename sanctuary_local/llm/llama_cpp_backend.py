@@ -69,6 +69,20 @@ def reused_prefix(context: list[int], prompt: list[int]) -> int:
     return n - 1 if n and n == len(prompt) else n
 
 
+def completion_args(s: SamplingConfig, max_tokens: int, template_stop: list[str]) -> dict[str, Any]:
+    """``create_completion``'s sampling arguments for ``s`` (every field sent explicitly)."""
+    return {
+        "max_tokens": max_tokens,
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "top_k": s.top_k if s.top_k > 0 else 0,  # llama.cpp: 0 disables top-k
+        "min_p": s.min_p,
+        "repeat_penalty": s.repetition_penalty,
+        "seed": s.seed,
+        "stop": [*template_stop, *s.stop],
+    }
+
+
 class LlamaCppBackend:
     """``LLMBackend`` over llama-cpp-python; CPU threads and context from ``LLMConfig``."""
 
@@ -125,18 +139,6 @@ class LlamaCppBackend:
             self._grammars[key] = self._llama_cpp.LlamaGrammar.from_json_schema(key, verbose=False)
         return self._grammars[key]
 
-    def _completion_args(self, s: SamplingConfig, max_tokens: int) -> dict[str, Any]:
-        return {
-            "max_tokens": max_tokens,
-            "temperature": s.temperature,
-            "top_p": s.top_p,
-            "top_k": s.top_k if s.top_k > 0 else 0,  # llama.cpp: 0 disables top-k
-            "min_p": s.min_p,
-            "repeat_penalty": s.repetition_penalty,
-            "seed": s.seed,
-            "stop": [*self._stop, *s.stop],
-        }
-
     def _one(self, req: ChatRequest) -> ChatResult:
         t0 = time.perf_counter()
         tokens = self._tokens(req.messages)
@@ -144,7 +146,7 @@ class LlamaCppBackend:
         if room < 1:
             return ChatResult("", len(tokens), 0, "error", time.perf_counter() - t0,
                               error=f"prompt of {len(tokens)} tokens does not fit max_model_len={self.cfg.max_model_len}")
-        args = self._completion_args(req.sampling, min(req.sampling.max_tokens, room))
+        args = completion_args(req.sampling, min(req.sampling.max_tokens, room), self._stop)
         if req.json_schema is not None:
             args["grammar"] = self._grammar(req.json_schema)
         cached = reused_prefix(self._llm._input_ids.tolist(), tokens)  # what the context holds now

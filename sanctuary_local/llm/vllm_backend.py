@@ -49,6 +49,26 @@ def _on_cpu() -> bool:
     return bool(current_platform.is_cpu())
 
 
+def sampling_params(req: ChatRequest, request_seeds: bool) -> Any:
+    """vLLM's ``SamplingParams`` for ``req`` (every field sent explicitly; the seed only
+    where each request may keep its own, ``request_seeds``)."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    s = req.sampling
+    return SamplingParams(
+        n=1, temperature=s.temperature,
+        top_p=s.top_p,
+        top_k=s.top_k if s.top_k > 0 else -1,
+        min_p=s.min_p,
+        repetition_penalty=s.repetition_penalty,
+        max_tokens=s.max_tokens,
+        stop=list(s.stop) or None,
+        seed=s.seed if request_seeds else None,
+        structured_outputs=StructuredOutputsParams(json=req.json_schema) if req.json_schema is not None else None,
+    )
+
+
 class VLLMBackend:
     """``LLMBackend`` over ``vllm.LLM`` (offline engine)."""
 
@@ -83,23 +103,6 @@ class VLLMBackend:
             log.info("vLLM on CPU: per-request seeds off (engine seed 0 only)")
         self._chat_template = load_chat_template(cfg.chat_template) if cfg.chat_template else None
 
-    def _params(self, req: ChatRequest) -> Any:
-        from vllm import SamplingParams
-        from vllm.sampling_params import StructuredOutputsParams
-
-        s = req.sampling
-        return SamplingParams(
-            n=1, temperature=s.temperature,
-            top_p=s.top_p,
-            top_k=s.top_k if s.top_k > 0 else -1,
-            min_p=s.min_p,
-            repetition_penalty=s.repetition_penalty,
-            max_tokens=s.max_tokens,
-            stop=list(s.stop) or None,
-            seed=s.seed if self._request_seeds else None,
-            structured_outputs=StructuredOutputsParams(json=req.json_schema) if req.json_schema is not None else None,
-        )
-
     def generate(self, requests: list[ChatRequest]) -> list[ChatResult]:
         """One ``LLM.chat`` call for all requests. vLLM reports no per-request wall time
         in a batch: ``seconds`` is the batch time divided evenly (``extra.batch_seconds``
@@ -120,7 +123,7 @@ class VLLMBackend:
         try:
             outs = self._llm.chat(
                 [_conversation(r.messages) for r in requests],
-                sampling_params=[self._params(r) for r in requests],
+                sampling_params=[sampling_params(r, self._request_seeds) for r in requests],
                 use_tqdm=False,
                 chat_template=self._chat_template,
                 add_generation_prompt=True,
