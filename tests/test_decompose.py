@@ -123,7 +123,7 @@ def test_part_labels_are_read_from_the_parts_block() -> None:
 
 
 def test_stage3_uses_the_parts_prompt_and_the_and_of_the_parts() -> None:
-    cfg = load_config("cpu", {"decompose": {"enabled": True}}).verdict
+    cfg = load_config("cpu", {"decompose": {"enabled": True}, "verdict": {"mode": "paper"}}).verdict
     ev = ClaimEvidence(3, (QueryEvidence(Query(3, 0, "q?")),))
     h = HydeResult(3, SUPPORTED, (Query(3, 0, "q?"),))
     parts = Parts(("Lil Nas X released Satan shoes.", "The shoes contain human blood."))
