@@ -22,6 +22,12 @@ from sanctuary_local.errors import UserError
 PROFILE_NAMES = ("cpu", "cpu-fast", "cpu-gemma", "paper")
 
 
+#: Settings added after runs were made, left out of every identity (run fingerprint, prompt
+#: hashes) at the value that reproduces those runs, so the runs still resume, ``--reuse-from``
+#: still copies them and calibrations fitted before still match.
+NEUTRAL_DEFAULTS: dict[str, Any] = {"repetition_penalty": 1.0}
+
+
 @dataclass
 class SamplingConfig:
     """Sampling parameters; every field is always sent explicitly to the backend."""

@@ -40,7 +40,7 @@ from typing import Any
 
 import orjson
 
-from sanctuary_local.config import Config
+from sanctuary_local.config import NEUTRAL_DEFAULTS, Config
 from sanctuary_local.io.safe_io import atomic_write_bytes, open_regular, read_regular
 from sanctuary_local.io.store import KnowledgeStore, content_id
 
@@ -90,11 +90,6 @@ def is_execution_setting(dotted: str) -> bool:
         if len(pat) == len(parts) and all(p in ("*", q) for p, q in zip(pat, parts)):
             return True
     return False
-
-
-#: Settings added after runs were made, left out of every identity at their value that
-#: reproduces those runs, so the runs still resume and ``--reuse-from`` still copies them.
-NEUTRAL_DEFAULTS: dict[str, Any] = {"repetition_penalty": 1.0}
 
 
 def result_settings(cfg: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -181,6 +181,7 @@ def guarded(ev: ClaimEvidence, how: str) -> tuple[ClaimEvidence, frozenset[Key]]
         return ev, frozenset()  # nothing flagged, or "show": the stored evidence itself
     if how == "withhold":
         return ev, flagged
+
     def shown(qi: int, si: int, sn: EvidenceSnippet) -> EvidenceSnippet:
         if (qi, si) not in flagged:
             return sn

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 
-from sanctuary_local.config import VerdictConfig
+from sanctuary_local.config import NEUTRAL_DEFAULTS, VerdictConfig
 from sanctuary_local.prompts import prompt_hash
 
 __all__ = ["config_prompt_hash", "stance_prompt_hash", "verdict_prompt_hash"]
@@ -30,7 +30,7 @@ def config_prompt_hash(cfg: VerdictConfig) -> str:
         if cfg.reasoning_tokens:  # the reasoning's cap (and penalty) change the scores too: hashed with the templates
             templates = verdict_prompt_hash(cfg.prompt, cfg.scored_label_prompt)
             penalty = cfg.sampling.repetition_penalty
-            extra = f"\0repetition_penalty={penalty}" if penalty != 1.0 else ""  # 1.0 keeps older calibrations' key
+            extra = "" if penalty == NEUTRAL_DEFAULTS["repetition_penalty"] else f"\0repetition_penalty={penalty}"
             return hashlib.sha256(f"{templates}\0reasoning_tokens={cfg.reasoning_tokens}{extra}".encode()).hexdigest()[:16]
         return verdict_prompt_hash(cfg.scored_prompt, "")
     if cfg.citations:
