@@ -272,6 +272,18 @@ def _matches(text: str) -> bool:
     return any(rx.search(text) for rx in _INJECTION_PATTERNS) or _flooded(text)
 
 
+#: A name for each detection pattern, in ``_INJECTION_PATTERNS`` order (for reports).
+PATTERN_NAMES = ("ignore-instructions", "role-play", "answer-as-label", "system-prompt",
+                 "label-line", "verdict-label-line", "question-evidence-line", "chat-token")
+
+
+def why_flagged(text: str) -> list[str]:
+    """The names of the patterns ``text`` matches (``PATTERN_NAMES``, plus ``flooding``);
+    empty for text the detector leaves alone."""
+    names = [name for name, rx in zip(PATTERN_NAMES, _INJECTION_PATTERNS, strict=True) if rx.search(text)]
+    return names + ["flooding"] if _flooded(text) else names
+
+
 #: Flooding: a run of ``FLOOD_NGRAM`` words (at least 3 of them distinct) occurring
 #: ``FLOOD_REPEATS`` times or more in one snippet — one sentence repeated to fill the window.
 FLOOD_NGRAM, FLOOD_REPEATS = 6, 5
