@@ -191,3 +191,25 @@ def test_logistic_calibration_never_picks_a_label_absent_from_the_fit():
     train = [e for e in synthetic(120, seed=7, provisional_right=0.7) if e.gold != LABELS[2]]
     cal = fit_logistic(train, SHA_A, "h")
     assert LABELS[2] not in set(predicted(synthetic(200, seed=8, provisional_right=0.7), cal))
+
+
+@pytest.mark.parametrize("profile", ["cpu", "cpu-fast", "cpu-gemma", "paper"])
+def test_every_shipped_profile_accepts_its_own_calibration(profile):
+    """A profile whose prompt, penalty or model changes without its calibration being refit
+    would stop every run at its first claim: its shipped calibration must match it."""
+    from sanctuary_local.config import load_config
+
+    cfg = load_config(profile).verdict
+    cal = prepared_calibration(cfg)
+    assert (cal is not None) == bool(cfg.calibration) == (profile == "cpu")
+
+
+def test_the_cpu_calibration_is_refused_with_the_former_prompt():
+    from sanctuary_local.config import load_config
+
+    cfg = load_config("cpu", {"verdict": {"prompt": "verdict.txt"}}).verdict
+    with pytest.raises(UserError, match="prompt"):
+        prepared_calibration(cfg)
+    former = load_config("cpu", {"verdict": {"prompt": "verdict.txt", "sampling": {"repetition_penalty": 1.0},
+                                             "calibration": "cpu_scored_reasoning.json"}}).verdict
+    assert prepared_calibration(former) is not None
