@@ -114,7 +114,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.csv}: no such file (the FEVER-8 baseline's submission, in ../shared)", file=sys.stderr)
         return 2
     lo, hi = (int(x) for x in args.indices.split(":"))
-    m = measure(passages(args.csv, lo, hi))
+    try:
+        m = measure(passages(args.csv, lo, hi))
+    except (KeyError, ValueError, UnicodeDecodeError, csv.Error) as exc:
+        print(f"error: {args.csv}: not a FEVER-8 submission CSV (id,claim,evi,label,split): {exc!r}"[:300], file=sys.stderr)
+        return 2
     args.out_dir.mkdir(parents=True, exist_ok=True)
     stem = args.out_dir / f"real_page_flags_{args.label}"
     stem.with_suffix(".json").write_bytes(json.dumps(m, indent=1, ensure_ascii=False).encode() + b"\n")
@@ -125,5 +129,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONHASHSEED", "0")
     raise SystemExit(main())

@@ -3,6 +3,7 @@ it reports (``evidence_view.why_flagged``), without a model."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -47,8 +48,6 @@ def test_the_benchmark_counts_flags_and_redaction_on_a_submission_csv(bench, tmp
         (7, [("q1", "Label: Refuted")]),  # outside --indices
     ]
     src = tmp_path / "sub.csv"
-    import csv
-
     with src.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(["id", "claim", "evi", "label", "split"])
@@ -68,3 +67,12 @@ def test_a_missing_csv_is_one_line_and_exit_2(bench, tmp_path, capsys):
     assert bench.main(["--csv", str(tmp_path / "nope.csv"), "--label", "t", "--out-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "nope.csv" in err and "\n" not in err
+
+
+def test_a_csv_of_another_shape_is_one_line_and_exit_2(bench, tmp_path, capsys):
+    src = tmp_path / "other.csv"
+    src.write_text("a,b\n1,2\n", encoding="utf-8")
+    assert bench.main(["--csv", str(src), "--label", "t", "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "other.csv" in err and "\n" not in err
+    assert not (tmp_path / "real_page_flags_t.md").exists()
