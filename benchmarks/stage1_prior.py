@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -44,7 +43,7 @@ from calibration_variants import DEFAULT_CLAIMS, judged, labels_of, qa_utilities
 from sanctuary_local.calibrate import load_fit_data, run_config  # noqa: E402
 from sanctuary_local.io.claims import read_claims  # noqa: E402
 from sanctuary_local.llm.base import ScoreRequest  # noqa: E402
-from sanctuary_local.stages.calibration import fit_logistic  # noqa: E402
+from sanctuary_local.stages.calibration import fit_logistic, softmax  # noqa: E402
 from sanctuary_local.stages.hyde import build_hyde_request  # noqa: E402
 
 STAGE1_LABELS = ("Supported", "Refuted", "Conflicting Evidence/Cherrypicking")
@@ -72,16 +71,10 @@ def stage1_label_scores(run_dir: Path, claims_path: Path, indices: tuple[int, ..
     return out
 
 
-def softmax(v: list[float]) -> tuple[float, ...]:
-    m = max(v)
-    e = [math.exp(x - m) for x in v]
-    return tuple(x / sum(e) for x in e)
-
-
 def inputs(data: Any, scores: dict[int, list[float]]) -> dict[str, list[Any]]:
     """The three kinds of examples: one-hot (as shipped), distribution only, both.
     The distribution rides in the logistic model's extra-feature slot (``FitExample.stance``)."""
-    dist = [replace(e, stance=softmax(scores[i])) for i, e in zip(data.indices, data.examples, strict=True)]
+    dist = [replace(e, stance=tuple(softmax(scores[i]))) for i, e in zip(data.indices, data.examples, strict=True)]
     return {"one-hot": list(data.examples), "distribution": [replace(e, provisional=None) for e in dist],
             "one-hot + distribution": dist}
 
