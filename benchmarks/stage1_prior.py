@@ -41,6 +41,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from calibration_variants import DEFAULT_CLAIMS, judged, labels_of, qa_utilities, row, table  # noqa: E402
 
 from sanctuary_local.calibrate import load_fit_data, run_config  # noqa: E402
+from sanctuary_local.errors import UserError  # noqa: E402
 from sanctuary_local.io.claims import read_claims  # noqa: E402
 from sanctuary_local.llm.base import ScoreRequest  # noqa: E402
 from sanctuary_local.stages.calibration import fit_logistic, softmax  # noqa: E402
@@ -60,11 +61,10 @@ def stage1_label_scores(run_dir: Path, claims_path: Path, indices: tuple[int, ..
     """log P(``{"label": "<label>"`` | stage-1 prompt) for each claim, with the run's stage-1 prompt."""
     cfg = run_config(run_dir)
     claims = {c.index: c for c in read_claims(claims_path)}
+    cands = tuple(f"{ANSWER_START}{lab}\"" for lab in STAGE1_LABELS)
+    reqs = [ScoreRequest(build_hyde_request(claims[i], cfg.hyde).messages, cands, tag=f"stage1_prior:{i}") for i in indices]
     out = {}
-    for i in indices:
-        req = build_hyde_request(claims[i], cfg.hyde)
-        cands = tuple(f"{ANSWER_START}{lab}\"" for lab in STAGE1_LABELS)
-        res = backend.score([ScoreRequest(req.messages, cands, tag=f"stage1_prior:{i}")])[0]
+    for i, res in zip(indices, backend.score(reqs), strict=True):  # one call: the backend batches as it can
         if not res.ok:
             raise SystemExit(f"error: claim {i}: stage-1 label scoring failed: {res.error}")
         out[i] = list(res.logprobs)
@@ -105,8 +105,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from sanctuary_local.llm import make_backend
 
-    fit_data = load_fit_data(args.fit_run, args.claims)
-    report = load_fit_data(args.report_run, args.claims) if args.report_run else None
+    try:
+        fit_data = load_fit_data(args.fit_run, args.claims)
+        report = load_fit_data(args.report_run, args.claims) if args.report_run else None
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if report is not None and set(report.indices) & set(fit_data.indices):
         sys.exit("error: the fit and report runs share claims")
     cfg = run_config(args.fit_run)

@@ -43,3 +43,10 @@ def test_the_pick_is_the_best_macro_f1_at_or_above_the_majority_accuracy(bench):
             {"row": "d, C 0.3, balanced", "accuracy": 0.56, "macro_f1": 0.29}]
     assert bench.pick(rows, 0.56)["row"] == "c, C 1.0"
     assert bench.pick(rows, 0.40)["row"] == "a, C 0.3"
+
+
+def test_a_run_directory_without_a_run_is_one_line_and_exit_2(bench, tmp_path, capsys):
+    assert bench.main(["--fit-run", str(tmp_path / "nope"), "--label", "t", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "nope" in err and "\n" not in err
+    assert not (tmp_path / "stage1_prior_t.md").exists()
