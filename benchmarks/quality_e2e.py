@@ -141,7 +141,8 @@ def system_run(args: argparse.Namespace, store: Path, work: Path) -> Path:
     opts = RunOptions(claims=Path(args.claims), store=store, out=out, profile=args.profile,
                       claims_range=args.indices, workers=args.workers, quiet=args.quiet,
                       overrides=parse_overrides(args.set) if args.set else None,
-                      reuse_from=_reuse_dir(args.reuse_from, work.parent), argv=["quality_e2e", *sys.argv[1:]])
+                      reuse_from=_reuse_dir(args.reuse_from, work.parent), budget_s=args.budget_s,
+                      argv=["quality_e2e", *sys.argv[1:]])
     run_pipeline(opts)
     return out
 
@@ -285,6 +286,15 @@ def llm_usage(run_dir: Path, indices: list[int]) -> dict[str, dict[str, float] |
     return out
 
 
+def budget_levels(preds: list) -> dict[str, int] | None:
+    """Claims per budget level (the highest of a claim's stages) of a ``--budget-s`` run; None otherwise."""
+    levels = [max(p.meta["budget"]["levels"].values()) for p in preds if "budget" in p.meta]
+    if not levels:
+        return None
+    counts = Counter(int(x) for x in levels)
+    return {str(k): counts[k] for k in sorted(counts)}
+
+
 def flag_rates(preds: list) -> dict[str, float]:
     n = max(1, len(preds))
     return {f: round(sum(any(x.split(":")[0] == f for x in p.flags) for p in preds) / n, 3) for f in RATE_FLAGS}
@@ -335,6 +345,7 @@ def evaluate_all(args: argparse.Namespace) -> dict[str, Any]:
         "claims_file": str(args.claims), "n_claims": len(claims), "rows": rows, "evidence_source": source,
         "stage_s_per_claim": stage_seconds(run_dir, [c.index for c in claims]),
         "flag_rates": flag_rates(preds), "models": _models(run_dir),
+        "budget_s": args.budget_s, "budget_levels": budget_levels(preds),  # --budget-s runs only
         "llm_usage": llm_usage(run_dir, [c.index for c in claims]),
         "citations": citation_rates(preds),  # verdict.citations runs only; all None otherwise
         "followup": followup_stats(preds),  # followup.enabled runs only; None otherwise
@@ -383,6 +394,9 @@ def to_markdown(res: dict[str, Any]) -> str:
         lines.append(f"| {title} | {_f(row['accuracy'])} | {_f(row['macro_f1'])} | {_f(row['q_only'])} | "
                      f"{_f(row['qa'])} | {_f(row['averitec_0.25'])} |")
     sysrow = res["rows"]["system"]
+    if res.get("budget_levels"):
+        lines += ["", f"Run with `--budget-s {res['budget_s']:g}`: claims per degradation level (`budget.py`; the "
+                  f"highest level of a claim's stages): {res['budget_levels']}."]
     lines += ["", "The oracle row's evidence is the gold QA itself, so its METEOR is not shown and its AVeriTeC score "
               "equals its accuracy.", "",
               "## System: per class", "", "| class | precision | recall | F1 | gold support |", "|---|---|---|---|---|"]
@@ -579,6 +593,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse-from", metavar="LABEL_OR_RUN_DIR",
                     help="copy the stages of an earlier run whose inputs are unchanged (e.g. the base run's stages "
                          "1-2 when only verdict settings differ); their seconds per claim are the source's")
+    ap.add_argument("--budget-s", type=float, default=None, metavar="S",
+                    help="run the pipeline with `run --budget-s S` (a pilot at full settings, the rest degraded "
+                         "along budget.py's ladder when over S s/claim); the report counts the claims per level. "
+                         "A tiny S (e.g. 1) measures the ladder's floor")
     ap.add_argument("--eval-only", action="store_true",
                     help="score the finished run in the work directory as it is (no run, no resume)")
     ap.add_argument("--compare", nargs="+", metavar="RESULT_JSON", help="tabulate existing results (no run)")

@@ -75,6 +75,28 @@ def test_report_renders_every_row_and_compares(harness, tmp_path):
     assert "| u | cpu | 0:2 |" in paths[1].read_text()
 
 
+def test_budget_levels_count_each_claims_highest_stage_level(harness):
+    from sanctuary_local.records import Prediction
+
+    def pred(i: int, levels: dict[str, int] | None) -> Prediction:
+        meta = {} if levels is None else {"budget": {"levels": levels, "knobs": {}}}
+        return Prediction(claim_index=i, claim_id=str(i), claim="c", label="Refuted", meta=meta)
+
+    assert harness.budget_levels([pred(0, None), pred(1, None)]) is None  # no --budget-s
+    preds = [pred(0, {"hyde": 0, "retrieval": 0, "verdict": 0}), pred(1, {"hyde": 0, "retrieval": 0, "verdict": 0}),
+             pred(2, {"hyde": 4, "retrieval": 4, "verdict": 4}), pred(3, {"hyde": 1, "retrieval": 2, "verdict": 4}),
+             pred(4, {"hyde": 0, "retrieval": 3, "verdict": 2})]
+    assert harness.budget_levels(preds) == {"0": 2, "3": 1, "4": 2}
+    row = {"n": 1, "accuracy": 1.0, "macro_f1": 1.0, "q_only": 0.0, "qa": 0.0, "averitec_0.25": 0.0,
+           "per_class": {"Refuted": {"precision": 1.0, "recall": 1.0, "f1": 1.0, "support": 1}},
+           "confusion": [[1]], "pred_label_counts": {"Refuted": 1}}
+    res = {"label": "t", "profile": "cpu", "overrides": [], "indices": "0:1", "n_claims": 1, "rows": {"system": row},
+           "stage_s_per_claim": {}, "flag_rates": {}, "models": {}, "machine": {"cpus": 2, "loadavg_at_end": [1.0]},
+           "date": "now", "argv": [], "budget_s": 1.0, "budget_levels": {"0": 2, "4": 48}}
+    assert "Run with `--budget-s 1`: claims per degradation level" in harness.to_markdown(res)
+    assert "--budget-s" not in harness.to_markdown(dict(res, budget_s=None, budget_levels=None))
+
+
 def test_llm_usage_counts_tokens_and_prefill_saved_per_stage(harness, tmp_path):
     from sanctuary_local.records import Generation, HydeResult, Prediction
     from sanctuary_local.runstate import STAGE_FILES, StageFile
