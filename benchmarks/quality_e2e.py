@@ -15,6 +15,10 @@ One command measures what users judge the system by, on a range of AVeriTeC dev 
   with stage 1's provisional label as the verdict — what stage 3 adds is the difference;
 - seconds per claim per stage, and the rates of the fallback / inference flags.
 
+``--budget-s S`` runs the pipeline as ``run --budget-s S`` does (a pilot of the first claims at
+full settings, the rest degraded along ``budget.py``'s ladder) and counts the claims per level;
+a tiny S (``--budget-s 1``) puts every claim after the pilot at the ladder's floor.
+
 ``--corpus INDEX`` runs the pipeline against a corpus index (``sanctuary-local index``,
 passed on as ``run --corpus``) instead of the range's surrogate store: every claim's
 questions are searched in the whole index, e.g. the surrogate stores of dev claims 0–249
