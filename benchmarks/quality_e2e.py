@@ -399,8 +399,9 @@ def to_markdown(res: dict[str, Any]) -> str:
                      f"{_f(row['qa'])} | {_f(row['averitec_0.25'])} |")
     sysrow = res["rows"]["system"]
     if res.get("budget_levels"):
-        lines += ["", f"Run with `--budget-s {res['budget_s']:g}`: claims per degradation level (`budget.py`; the "
-                  f"highest level of a claim's stages): {res['budget_levels']}."]
+        how = f"`--budget-s {res['budget_s']:g}`" if res.get("budget_s") else "a latency budget (`run --budget-s`)"
+        lines += ["", f"Run with {how}: claims per degradation level (`budget.py`; the highest level of a "
+                  f"claim's stages): {res['budget_levels']}."]
     lines += ["", "The oracle row's evidence is the gold QA itself, so its METEOR is not shown and its AVeriTeC score "
               "equals its accuracy.", "",
               "## System: per class", "", "| class | precision | recall | F1 | gold support |", "|---|---|---|---|---|"]

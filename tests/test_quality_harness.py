@@ -95,6 +95,8 @@ def test_budget_levels_count_each_claims_highest_stage_level(harness):
            "date": "now", "argv": [], "budget_s": 1.0, "budget_levels": {"0": 2, "4": 48}}
     assert "Run with `--budget-s 1`: claims per degradation level" in harness.to_markdown(res)
     assert "--budget-s" not in harness.to_markdown(dict(res, budget_s=None, budget_levels=None))
+    # --eval-only of a budgeted run: the levels are in the predictions, the budget is not on the command line
+    assert "Run with a latency budget (`run --budget-s`)" in harness.to_markdown(dict(res, budget_s=None))
 
 
 def test_llm_usage_counts_tokens_and_prefill_saved_per_stage(harness, tmp_path):
