@@ -606,6 +606,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="score the finished run in the work directory as it is (no run, no resume)")
     ap.add_argument("--compare", nargs="+", metavar="RESULT_JSON", help="tabulate existing results (no run)")
     args = ap.parse_args(argv)
+    if args.budget_s is not None and args.budget_s <= 0:
+        ap.error(f"--budget-s must be > 0 (got {args.budget_s:g})")
+    if args.budget_s is not None and args.eval_only:
+        ap.error("--budget-s runs the pipeline under a budget; --eval-only scores a finished run as it is: pick one")
     if args.compare:
         results = [orjson.loads(Path(p).read_bytes()) for p in args.compare]
         paths = write(results, args.label or "compare", Path(args.out))

@@ -99,6 +99,18 @@ def test_budget_levels_count_each_claims_highest_stage_level(harness):
     assert "Run with a latency budget (`run --budget-s`)" in harness.to_markdown(dict(res, budget_s=None))
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["--budget-s", "0"], "--budget-s must be > 0 (got 0)"),
+    (["--budget-s", "-5"], "--budget-s must be > 0 (got -5)"),
+    (["--budget-s", "1", "--eval-only"], "--eval-only scores a finished run as it is"),
+])
+def test_a_bad_budget_is_one_usage_error_before_any_run(harness, tmp_path, capsys, argv, says):
+    with pytest.raises(SystemExit) as exc:
+        harness.main([*argv, "--work", str(tmp_path / "work"), "--out", str(tmp_path)])
+    assert exc.value.code == 2 and says in capsys.readouterr().err
+    assert not (tmp_path / "work").exists() and not list(tmp_path.glob("quality_e2e_*"))
+
+
 def test_llm_usage_counts_tokens_and_prefill_saved_per_stage(harness, tmp_path):
     from sanctuary_local.records import Generation, HydeResult, Prediction
     from sanctuary_local.runstate import STAGE_FILES, StageFile
