@@ -43,14 +43,17 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sanctuary_local.calibrate import load_fit_data, predicted_labels, run_config  # noqa: E402
-from sanctuary_local.evaluation.labels import label_metrics  # noqa: E402
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from calibration_variants import DEFAULT_CLAIMS, judged, qa_utilities, row, table  # noqa: E402
+
+from sanctuary_local.calibrate import load_fit_data, run_config  # noqa: E402
+from sanctuary_local.errors import UserError  # noqa: E402
 from sanctuary_local.io.claims import read_claims  # noqa: E402
-from sanctuary_local.records import LABELS, ClaimEvidence, HydeResult, QueryEvidence  # noqa: E402
+from sanctuary_local.records import ClaimEvidence, HydeResult, QueryEvidence  # noqa: E402
 from sanctuary_local.runstate import STAGE_FILES, StageFile  # noqa: E402
 from sanctuary_local.stages.calibration import _log_softmax, fit_logistic  # noqa: E402
 
-DEFAULT_CLAIMS = REPO.parent / "shared" / "data" / "averitec" / "dev_part_a.json"
 C_VALUES = (0.3, 1.0, 3.0)
 VERDICT_WORDS = ("True", "False", "Unproven", "Mixed")
 VERDICT_WORDS_ASK = ("Based on your reasoning, how would a fact-checker rate the claim? Answer with one word: "
@@ -103,25 +106,32 @@ def extra_scores(run: Path, out: Path, claims_path: Path, kind: str) -> dict[int
                 else:
                     res = verdict_words(claims[i], hyde[i], evidence[i], preds[i].meta.get("raw_text") or "", backend, vcfg)
                     scores = list(res.logprobs) if res.ok else None
-                row = {"claim_index": i, "logprobs": scores, "seconds": round(time.perf_counter() - t0, 2)}
+                rec = {"claim_index": i, "logprobs": scores, "seconds": round(time.perf_counter() - t0, 2)}
                 with path.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
-                done[i] = row
-                print(f"[{n}/{len(todo)}] claim {i}: {row['seconds']} s", file=sys.stderr, flush=True)
+                    f.write(json.dumps(rec) + "\n")
+                done[i] = rec
+                print(f"[{n}/{len(todo)}] claim {i}: {rec['seconds']} s", file=sys.stderr, flush=True)
         finally:
             backend.close()
     return done
 
 
-def metrics(gold: list[str], pred: list[str]) -> dict[str, float]:
-    m = label_metrics(gold, pred)
-    return {"accuracy": round(m.accuracy, 3), "macro_f1": round(m.macro_f1, 3)}
+def examples(fit: Any, extra: dict[int, dict[str, Any]]) -> dict[str, list[Any]]:
+    """The three input sets on the claims the extra pass scored: the run's label scores (as
+    shipped), both (the extra scores ride in the logistic model's extra-feature slot,
+    ``FitExample.stance``, normalised), and the extra scores alone."""
+    keep = [(i, e) for i, e in zip(fit.indices, fit.examples, strict=True) if (extra.get(i) or {}).get("logprobs")]
+    return {"shipped": [e for _, e in keep],
+            "both": [dataclasses.replace(e, stance=tuple(_log_softmax(list(extra[i]["logprobs"])))) for i, e in keep],
+            "extra": [dataclasses.replace(e, logprobs=tuple(extra[i]["logprobs"])) for i, e in keep],
+            "indices": [i for i, _ in keep]}
 
 
-def loo(examples: list[Any], c: float, balanced: bool, sha: str, prompt: str) -> list[str]:
-    """Leave-one-out labels: claim i labelled by the regression fitted on the others."""
-    return [predicted_labels([examples[i]], fit_logistic(examples[:i] + examples[i + 1:], sha, prompt, c=c, balanced=balanced))[0]
-            for i in range(len(examples))]
+def pick(rows: list[dict[str, Any]], majority_acc: float) -> dict[str, Any] | None:
+    """The standing rule: among the rows at or above the majority's accuracy, the best
+    macro-F1 (ties: higher accuracy, then the earlier row); None when no row qualifies."""
+    ok = [r for r in rows if r["accuracy"] >= majority_acc]
+    return max(ok, key=lambda r: (r["macro_f1"], r["accuracy"], -rows.index(r))) if ok else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,40 +142,48 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pass", dest="kind", choices=("no-evidence", "verdict-words"), default="no-evidence")
     ap.add_argument("--results-dir", type=Path, default=REPO / "benchmarks" / "results")
     args = ap.parse_args(argv)
+    try:
+        fit = load_fit_data(args.run, args.claims)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     out = REPO / "runs" / "evidence_effect" / args.label
     out.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
-    extra_run = extra_scores(args.run, out, args.claims, args.kind)
-    load = os.getloadavg()
-    fit = load_fit_data(args.run, args.claims)
-    keep = [(i, e) for i, e in zip(fit.indices, fit.examples, strict=True) if (extra_run.get(i) or {}).get("logprobs")]
-    with_ev = [e for _, e in keep]
-    both = [dataclasses.replace(e, stance=tuple(_log_softmax(list(extra_run[i]["logprobs"])))) for i, e in keep]
-    prior = [dataclasses.replace(e, logprobs=tuple(extra_run[i]["logprobs"])) for i, e in keep]
-    gold = [e.gold for e in with_ev]
-    majority = max(LABELS, key=gold.count)
-    rows: list[dict[str, Any]] = [{"row": f"majority ({majority})", **metrics(gold, [majority] * len(gold))},
-                                  {"row": "stage-1 label alone", **metrics(gold, [e.provisional or majority for e in with_ev])}]
-    extra = "no-evidence" if args.kind == "no-evidence" else "verdict-word"
-    for name, ex in (("label scores + stage-1", with_ev), (f"label and {extra} scores + stage-1", both),
-                     (f"{extra} scores + stage-1", prior)):
-        for c in C_VALUES:
-            for bal in (False, True):
-                pred = loo(ex, c, bal, fit.model_sha256, fit.prompt_hash)
-                rows.append({"row": f"{name}, C {c}" + (", balanced" if bal else ""), **metrics(gold, pred)})
-    secs = [extra_run[i]["seconds"] for i, _ in keep]
-    result = {"run": str(args.run), "pass": args.kind, "claims": [i for i, _ in keep], "n": len(keep), "load": [round(x, 2) for x in load],
-              "extra_seconds_mean": round(sum(secs) / len(secs), 2), "wall_s": round(time.time() - t0, 1),
-              "rows": [{k: v for k, v in r.items() if k in ("row", "accuracy", "macro_f1")} for r in rows]}
+    extra = extra_scores(args.run, out, args.claims, args.kind)
+    load = [round(x, 2) for x in os.getloadavg()]
+    ex = examples(fit, extra)
+    gold = [e.gold for e in ex["shipped"]]
+    qa_map = qa_utilities(args.run, args.claims, tuple(ex["indices"]))
+    qa = [qa_map[i] for i in ex["indices"]]
+    sha, h = fit.model_sha256, fit.prompt_hash
+    base = [row("majority class (Refuted)", gold, ["Refuted"] * len(gold), [0.0] * len(gold)),
+            row("stage-1 label alone", gold, [e.provisional or "Refuted" for e in ex["shipped"]], qa)]
+    word = "no-evidence" if args.kind == "no-evidence" else "verdict-word"
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for key, name in (("shipped", "(a) label scores + stage-1"), ("both", f"(b) label and {word} scores + stage-1"),
+                      ("extra", f"(c) {word} scores + stage-1")):
+        groups[key] = [row(f"{name}, C {c}" + (", balanced" if bal else ""), gold,
+                           judged(lambda e, s, p, c=c, b=bal: fit_logistic(e, s, p, c=c, balanced=b), ex[key], None, sha, h), qa)
+                       for c in C_VALUES for bal in (False, True)]
+    picks = {k: pick(rows, base[0]["accuracy"]) for k, rows in groups.items()}
+    secs = [extra[i]["seconds"] for i in ex["indices"]]
+    result = {"run": str(args.run), "pass": args.kind, "claims": ex["indices"], "load_end": load,
+              "extra_seconds_mean": round(sum(secs) / len(secs), 2),
+              "rows": base + [r for rows in groups.values() for r in rows],
+              "picks": {k: (p["row"] if p else None) for k, p in picks.items()}}
     args.results_dir.mkdir(parents=True, exist_ok=True)
-    (args.results_dir / f"evidence_effect_{args.label}.json").write_text(json.dumps(result, indent=1) + "\n")
-    md = [f"# Evidence effect: `{args.label}`", "",
+    stem = args.results_dir / f"evidence_effect_{args.label}"
+    stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    md = [f"# Extra calibration inputs ({args.kind}): `{args.label}`", "",
           f"Command: `python benchmarks/evidence_effect.py --run {args.run} --pass {args.kind} --label {args.label}`. "
-          f"{len(keep)} claims, leave-one-out; load at the end {result['load']}; the {args.kind} pass "
-          f"{result['extra_seconds_mean']} s/claim (standalone: a verdict-words pass re-reads the whole prompt).", "",
-          "| row | accuracy | macro-F1 |", "|---|---|---|"]
-    md += [f"| {r['row']} | {r['accuracy']:.3f} | {r['macro_f1']:.3f} |" for r in rows]
-    (args.results_dir / f"evidence_effect_{args.label}.md").write_text("\n".join(md) + "\n")
+          f"{len(gold)} claims, leave-one-out logistic regressions; AVeriTeC@0.25 uses the run's own evidence (only labels "
+          f"differ between rows). The {args.kind} pass: {result['extra_seconds_mean']} s/claim standalone (a verdict-words "
+          f"pass re-reads the whole prompt here); load average when the analysis ran {load}.", "",
+          *table(base + result["rows"][2:]), ""]
+    md += [f"Pick {k} (standing rule: the best macro-F1 at or above the majority's accuracy): "
+           + (f"**{p['row']}**, {p['accuracy']:.3f} / {p['macro_f1']:.3f} / {p['averitec_0.25']:.3f}" if p else "**none** qualifies")
+           for k, p in picks.items()]
+    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     return 0
 
