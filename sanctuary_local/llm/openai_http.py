@@ -31,6 +31,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,190 @@ class HTTPFailure(Exception):
         self.status = status
 
 
+def _messages(messages: tuple[ChatMessage, ...]) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def post_json(url: str, payload: dict[str, Any], timeout: float, api_key: str | None = None) -> dict[str, Any]:
+    """POST ``payload`` as JSON, the answer parsed; ``HTTPFailure`` for a non-2xx answer or none."""
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    req = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read().decode("utf-8"))
+    except urllib.error.HTTPError as exc:
+        raise HTTPFailure(exc.code, exc.read().decode("utf-8", errors="replace")) from None
+    except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
+        raise HTTPFailure(0, f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}") from None
+
+
+def post_retrying(cfg: LLMConfig, url: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """``post_json`` with ``cfg.timeout_s``, retried ``cfg.retries`` times on no answer and the
+    ``_RETRY_STATUS`` codes; the last ``HTTPFailure`` is raised."""
+    for attempt in range(cfg.retries + 1):
+        try:
+            return post_json(url, payload, cfg.timeout_s, cfg.api_key)
+        except HTTPFailure as exc:
+            if attempt == cfg.retries or (exc.status and exc.status not in _RETRY_STATUS):
+                raise
+            # Exponential backoff with jitter so parallel workers do not retry in lockstep.
+            delay = min(30.0, 0.5 * 2**attempt) * (0.5 + random.random() / 2)
+            log.info("openai_http retry %d after %s (sleep %.1fs)", attempt + 1, exc, delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def response_format(schema: dict[str, Any], dialect: str) -> dict[str, Any]:
+    """The ``response_format`` of ``schema`` in the server's dialect (``json_schema`` or ``json_object``)."""
+    if dialect == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": True}}
+
+
+def chat_payload(req: ChatRequest, model_id: str, dialect: str) -> dict[str, Any]:
+    """The ``/chat/completions`` body of ``req``; optional sampling fields only when set."""
+    s = req.sampling
+    payload: dict[str, Any] = {
+        "model": model_id,
+        "messages": _messages(req.messages),
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "max_tokens": s.max_tokens,
+        "seed": s.seed,
+        "n": 1,
+        "stream": False,
+    }
+    penalty = s.repetition_penalty if s.repetition_penalty != 1.0 else None  # vLLM's name, then llama.cpp's
+    extras = {"top_k": s.top_k if s.top_k > 0 else None, "min_p": s.min_p if s.min_p > 0 else None, "stop": list(s.stop),
+              "repetition_penalty": penalty, "repeat_penalty": penalty}
+    payload.update({k: v for k, v in extras.items() if v})  # sent only when set
+    if req.json_schema is not None:
+        payload["response_format"] = response_format(req.json_schema, dialect)
+    return payload
+
+
+def chat_result(data: dict[str, Any], t0: float, extra: dict[str, Any]) -> ChatResult:
+    """A server's answer as a ``ChatResult`` (``KeyError``/``IndexError``/``TypeError``/``ValueError``
+    when it is not the OpenAI shape); ``t0`` is when the request began."""
+    choice, usage = data["choices"][0], data.get("usage") or {}
+    return ChatResult(
+        text=(choice.get("message") or {}).get("content") or "",
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        finish_reason=choice.get("finish_reason") or "",
+        seconds=time.perf_counter() - t0,
+        extra=extra,
+        # OpenAI's usage field; llama.cpp's and vLLM's servers fill it when prefix caching hits
+        cached_tokens=int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
+    )
+
+
+def error_result(exc: Exception, t0: float, server: str) -> ChatResult:
+    """The error result of a request that got no usable answer (``status`` None: a malformed one)."""
+    status = exc.status if isinstance(exc, HTTPFailure) else None
+    return ChatResult("", finish_reason="error", seconds=time.perf_counter() - t0,
+                      error=str(exc) or type(exc).__name__, extra={"server": server, "status": status})
+
+
+def count_answer(st: dict[str, float], res: ChatResult) -> None:
+    """Add one answer to a server's ``server_stats`` entry."""
+    st["requests"] += 1
+    st["failed"] += 0 if res.ok else 1
+    st["completion_tokens"] += res.completion_tokens
+    st["busy_s"] += res.seconds
+
+
+def run_on_fleet(servers: list[str], requests: list[ChatRequest], concurrency: int,
+                 one: Callable[[ChatRequest, str], ChatResult],
+                 count: Callable[[str, ChatResult], None]) -> list[ChatResult]:
+    """``one(request, server)`` for every request, ``concurrency`` worker threads per server
+    pulling from one shared queue; a server that stops answering is dropped and its request
+    goes back to the front of the queue (see the module docstring); ``count(server, result)``
+    is called under the queue's lock for each answer. Results in input order."""
+    results: list[ChatResult | None] = [None] * len(requests)
+    queue, alive, busy = deque(range(len(requests))), set(servers), [0]
+    cond = threading.Condition()
+
+    def worker(server: str) -> None:
+        while True:
+            with cond:
+                # An idle worker waits while others run: a failed server's request may come back.
+                while not queue and busy[0] and server in alive:
+                    cond.wait()
+                if not queue or server not in alive:
+                    return
+                i = queue.popleft()
+                busy[0] += 1
+            res = one(requests[i], server)
+            with cond:
+                busy[0] -= 1
+                count(server, res)
+                down = not res.ok and res.extra.get("status") in _DOWN_STATUS
+                if down and server in alive and len(alive) > 1:  # the last server is never dropped
+                    alive.discard(server)
+                    log.warning("openai_http: server %s stopped answering (%s); its requests go to the other %d",
+                                server, res.error, len(alive))
+                if down and server not in alive:
+                    queue.appendleft(i)  # no result recorded for it yet: a live server runs it
+                else:
+                    results[i] = res
+                cond.notify_all()
+
+    per_server = min(concurrency, len(requests))
+    threads = [threading.Thread(target=worker, args=(s,), daemon=True) for s in servers for _ in range(per_server)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lost = "no server left to run it (all of %s stopped answering)" % ", ".join(servers)
+    return [r if r is not None else ChatResult("", finish_reason="error", error=lost) for r in results]
+
+
+def score_payload(req: ScoreRequest, model_id: str) -> dict[str, Any]:
+    """One greedy token of the answer with its ``top_logprobs`` (as many as OpenAI's API allows)."""
+    return {"model": model_id, "messages": _messages(req.messages),
+            "temperature": 0.0, "max_tokens": 1, "n": 1, "stream": False, "logprobs": True,
+            "top_logprobs": _TOP_LOGPROBS}
+
+
+def top_logprobs(data: dict[str, Any]) -> list[tuple[str, float]]:
+    """``(token, log-probability)`` of the first answer token's ``top_logprobs``; ``ValueError``
+    when the server returned none (``KeyError``/``IndexError``/``TypeError`` when malformed)."""
+    content = ((data["choices"][0].get("logprobs") or {}).get("content")) or []
+    top = content[0].get("top_logprobs") or [] if content else []
+    if not top:
+        raise ValueError("the server returned no top_logprobs")
+    return [(str(t.get("token", "")), float(t["logprob"])) for t in top]
+
+
+def first_token_scores(pairs: list[tuple[str, float]], candidates: tuple[str, ...]) -> tuple[float, ...]:
+    """Each candidate's best log-probability among the returned tokens it starts with; ``-inf``
+    for a candidate none of them starts."""
+    return tuple(max((lp for tok, lp in pairs if tok.strip() and c.startswith(tok.strip())), default=-math.inf)
+                 for c in candidates)
+
+
+def estimate_tokens(messages: tuple[ChatMessage, ...]) -> int:
+    """A conservative token count: 1 token per 3 characters plus 8 per turn."""
+    return sum(len(m.content) for m in messages) // 3 + 8 * len(messages)
+
+
+def count_by_route(route: str, root: str, model_id: str, messages: tuple[ChatMessage, ...],
+                   api_key: str | None) -> int:
+    """The prompt's token count by one route: ``vllm`` (``/tokenize`` with the chat template),
+    ``llama_cpp_python`` (``/extras/tokenize/count`` on the concatenated text plus a per-turn
+    allowance) or ``estimate``; ``root`` is the server's URL without ``/v1``."""
+    if route == "vllm":
+        body = {"model": model_id, "messages": _messages(messages)}
+        return int(post_json(f"{root}/tokenize", body, 30, api_key)["count"])
+    if route == "llama_cpp_python":
+        text = "\n".join(m.content for m in messages)
+        return int(post_json(f"{root}/extras/tokenize/count", {"input": text}, 30, api_key)["count"]) + 8 * len(messages)
+    return estimate_tokens(messages)
+
+
 class OpenAIHTTPBackend:
     """``LLMBackend`` for any server exposing ``POST {base_url}/chat/completions``."""
 
@@ -83,66 +268,14 @@ class OpenAIHTTPBackend:
         self._lock = threading.Lock()
         self._count_route: str | None = None  # "vllm" | "llama_cpp_python" | "estimate"
 
-    # ------------------------------------------------------------------ transport
-    def _post(self, url: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json"}
-        if self.cfg.api_key:
-            headers["Authorization"] = f"Bearer {self.cfg.api_key}"
-        req = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"), headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                return json.loads(resp.read().decode("utf-8"))
-        except urllib.error.HTTPError as exc:
-            raise HTTPFailure(exc.code, exc.read().decode("utf-8", errors="replace")) from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-            raise HTTPFailure(0, f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}") from None
-
-    def _post_retrying(self, url: str, payload: dict[str, Any]) -> dict[str, Any]:
-        for attempt in range(self.cfg.retries + 1):
-            try:
-                return self._post(url, payload, self.cfg.timeout_s)
-            except HTTPFailure as exc:
-                if attempt == self.cfg.retries or (exc.status and exc.status not in _RETRY_STATUS):
-                    raise
-                # Exponential backoff with jitter so parallel workers do not retry in lockstep.
-                delay = min(30.0, 0.5 * 2**attempt) * (0.5 + random.random() / 2)
-                log.info("openai_http retry %d after %s (sleep %.1fs)", attempt + 1, exc, delay)
-                time.sleep(delay)
-        raise AssertionError("unreachable")
-
-    # ------------------------------------------------------------------- payloads
-    def _response_format(self, schema: dict[str, Any]) -> dict[str, Any]:
-        if self._schema_dialect == "json_object":
-            return {"type": "json_object", "schema": schema}
-        return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": True}}
-
-    def _payload(self, req: ChatRequest) -> dict[str, Any]:
-        s = req.sampling
-        payload: dict[str, Any] = {
-            "model": self.model_id,
-            "messages": [{"role": m.role, "content": m.content} for m in req.messages],
-            "temperature": s.temperature,
-            "top_p": s.top_p,
-            "max_tokens": s.max_tokens,
-            "seed": s.seed,
-            "n": 1,
-            "stream": False,
-        }
-        penalty = s.repetition_penalty if s.repetition_penalty != 1.0 else None  # vLLM's name, then llama.cpp's
-        extras = {"top_k": s.top_k if s.top_k > 0 else None, "min_p": s.min_p if s.min_p > 0 else None, "stop": list(s.stop),
-                  "repetition_penalty": penalty, "repeat_penalty": penalty}
-        payload.update({k: v for k, v in extras.items() if v})  # sent only when set
-        if req.json_schema is not None:
-            payload["response_format"] = self._response_format(req.json_schema)
-        return payload
-
+    # ------------------------------------------------------------------ generation
     def _one(self, req: ChatRequest, base_url: str | None = None) -> ChatResult:
         t0 = time.perf_counter()
         server = base_url or self.base_url
         url = f"{server}/chat/completions"
         try:
             try:
-                data = self._post_retrying(url, self._payload(req))
+                data = post_retrying(self.cfg, url, chat_payload(req, self.model_id, self._schema_dialect))
             except HTTPFailure as exc:
                 # llama-cpp-python answers a validation error with 500 naming 'json_object'.
                 rejected = exc.status in (400, 422) or (exc.status == 500 and "json_object" in str(exc))
@@ -151,65 +284,19 @@ class OpenAIHTTPBackend:
                 with self._lock:
                     self._schema_dialect = "json_object"
                 log.info("openai_http: server rejected response_format json_schema; using json_object+schema")
-                data = self._post_retrying(url, self._payload(req))
-            choice, usage = data["choices"][0], data.get("usage") or {}
-            return ChatResult(
-                text=(choice.get("message") or {}).get("content") or "",
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-                finish_reason=choice.get("finish_reason") or "",
-                seconds=time.perf_counter() - t0,
-                extra={"schema_dialect": self._schema_dialect if req.json_schema is not None else None, "server": server},
-                # OpenAI's usage field; llama.cpp's and vLLM's servers fill it when prefix caching hits
-                cached_tokens=int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
-            )
+                data = post_retrying(self.cfg, url, chat_payload(req, self.model_id, self._schema_dialect))
+            dialect = self._schema_dialect if req.json_schema is not None else None
+            return chat_result(data, t0, {"schema_dialect": dialect, "server": server})
         except (HTTPFailure, KeyError, IndexError, TypeError, ValueError) as exc:
-            status = exc.status if isinstance(exc, HTTPFailure) else None
-            return ChatResult("", finish_reason="error", seconds=time.perf_counter() - t0,
-                              error=str(exc) or type(exc).__name__, extra={"server": server, "status": status})
+            return error_result(exc, t0, server)
 
     def generate(self, requests: list[ChatRequest]) -> list[ChatResult]:
         """Send all requests, ``concurrency`` per server at a time, over every server that
         still answers (see the module docstring); results in input order; never raises."""
         if not requests:
             return []
-        results: list[ChatResult | None] = [None] * len(requests)
-        queue, alive, busy = deque(range(len(requests))), set(self.servers), [0]
-        cond = threading.Condition()
-
-        def worker(server: str) -> None:
-            while True:
-                with cond:
-                    # An idle worker waits while others run: a failed server's request may come back.
-                    while not queue and busy[0] and server in alive:
-                        cond.wait()
-                    if not queue or server not in alive:
-                        return
-                    i = queue.popleft()
-                    busy[0] += 1
-                res = self._one(requests[i], server)
-                with cond:
-                    busy[0] -= 1
-                    self._count(server, res)
-                    down = not res.ok and res.extra.get("status") in _DOWN_STATUS
-                    if down and server in alive and len(alive) > 1:  # the last server is never dropped
-                        alive.discard(server)
-                        log.warning("openai_http: server %s stopped answering (%s); its requests go to the other %d",
-                                    server, res.error, len(alive))
-                    if down and server not in alive:
-                        queue.appendleft(i)  # no result recorded for it yet: a live server runs it
-                    else:
-                        results[i] = res
-                    cond.notify_all()
-
-        per_server = min(self.cfg.concurrency, len(requests))
-        threads = [threading.Thread(target=worker, args=(s,), daemon=True) for s in self.servers for _ in range(per_server)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        lost = "no server left to run it (all of %s stopped answering)" % ", ".join(self.servers)
-        return [r if r is not None else ChatResult("", finish_reason="error", error=lost) for r in results]
+        return run_on_fleet(self.servers, requests, self.cfg.concurrency, self._one,
+                            lambda server, res: count_answer(self.server_stats[server], res))
 
     # ------------------------------------------------------------------ scoring
     def _score_one(self, req: ScoreRequest) -> ScoreResult:
@@ -219,20 +306,12 @@ class OpenAIHTTPBackend:
         none of them starts gets ``-inf``. A server that returns no log-probabilities
         gives an error result (the caller falls back to parsing text)."""
         t0 = time.perf_counter()
-        payload = {"model": self.model_id, "messages": [{"role": m.role, "content": m.content} for m in req.messages],
-                   "temperature": 0.0, "max_tokens": 1, "n": 1, "stream": False, "logprobs": True,
-                   "top_logprobs": _TOP_LOGPROBS}
         try:
-            data = self._post_retrying(f"{self.base_url}/chat/completions", payload)
-            content = ((data["choices"][0].get("logprobs") or {}).get("content")) or []
-            top = content[0].get("top_logprobs") or [] if content else []
-            if not top:
-                raise ValueError("the server returned no top_logprobs")
-            pairs = [(str(t.get("token", "")), float(t["logprob"])) for t in top]
+            data = post_retrying(self.cfg, f"{self.base_url}/chat/completions", score_payload(req, self.model_id))
+            pairs = top_logprobs(data)
         except (HTTPFailure, KeyError, IndexError, TypeError, ValueError) as exc:
             return ScoreResult(seconds=time.perf_counter() - t0, error=f"no label scores from the server: {exc}")
-        out = tuple(max((lp for tok, lp in pairs if tok.strip() and c.startswith(tok.strip())), default=-math.inf)
-                    for c in req.candidates)
+        out = first_token_scores(pairs, req.candidates)
         usage = data.get("usage") or {}
         return ScoreResult(out, int(usage.get("prompt_tokens") or 0), time.perf_counter() - t0, exact=False)
 
@@ -245,35 +324,21 @@ class OpenAIHTTPBackend:
         with ThreadPoolExecutor(max_workers=min(self.cfg.concurrency, len(requests))) as pool:
             return list(pool.map(self._score_one, requests))
 
-    def _count(self, server: str, res: ChatResult) -> None:
-        st = self.server_stats[server]
-        st["requests"] += 1
-        st["failed"] += 0 if res.ok else 1
-        st["completion_tokens"] += res.completion_tokens
-        st["busy_s"] += res.seconds
-
     # --------------------------------------------------------------- token counts
     def count_tokens(self, messages: tuple[ChatMessage, ...]) -> int:
         """Server-side count where the server offers one (vLLM ``/tokenize`` with the chat
         template; llama-cpp-python ``/extras/tokenize/count`` on the concatenated text plus
         a per-turn allowance), else a conservative estimate of 1 token per 3 characters."""
-        msgs = [{"role": m.role, "content": m.content} for m in messages]
         root = self.base_url.removesuffix("/v1")
         routes = [self._count_route] if self._count_route else ["vllm", "llama_cpp_python", "estimate"]
         for route in routes:
             try:
-                if route == "vllm":
-                    n = int(self._post(f"{root}/tokenize", {"model": self.model_id, "messages": msgs}, 30)["count"])
-                elif route == "llama_cpp_python":
-                    text = "\n".join(m.content for m in messages)
-                    n = int(self._post(f"{root}/extras/tokenize/count", {"input": text}, 30)["count"]) + 8 * len(messages)
-                else:
-                    n = sum(len(m.content) for m in messages) // 3 + 8 * len(messages)
+                n = count_by_route(route, root, self.model_id, messages, self.cfg.api_key)
             except (HTTPFailure, KeyError, TypeError, ValueError):
                 continue
             self._count_route = route
             return n
-        return sum(len(m.content) for m in messages) // 3 + 8 * len(messages)
+        return estimate_tokens(messages)
 
     def close(self) -> None:
         """Nothing to release: the server owns the model."""
