@@ -83,6 +83,84 @@ def completion_args(s: SamplingConfig, max_tokens: int, template_stop: list[str]
     }
 
 
+def chat_template_of(llm: Any, cfg: LLMConfig) -> str:
+    """The chat template: the one ``cfg.chat_template`` names, else the GGUF's own."""
+    if cfg.chat_template:
+        return load_chat_template(cfg.chat_template)
+    template = llm.metadata.get("tokenizer.chat_template")
+    if not template:
+        raise UserError(
+            f"model '{cfg.model}' has no chat template in its GGUF metadata (tokenizer.chat_template): set llm.chat_template "
+            f"to a template file in sanctuary_local/prompts (e.g. 'gemma_chat.jinja')"
+        )
+    return template
+
+
+def token_text(llm: Any, token: int) -> str:
+    """The text of one special token (BOS, EOS); ``""`` for none (a negative id)."""
+    if token < 0:
+        return ""
+    return llm.detokenize([token], special=True).decode("utf-8", errors="replace")
+
+
+def completion_result(out: dict[str, Any], n_prompt: int, t0: float, extra: dict[str, Any], cached: int) -> ChatResult:
+    """``create_completion``'s answer as a ``ChatResult``; ``t0`` is when the request began."""
+    choice, usage = out["choices"][0], out.get("usage") or {}
+    return ChatResult(
+        text=choice.get("text") or "",
+        prompt_tokens=int(usage.get("prompt_tokens", n_prompt)),
+        completion_tokens=int(usage.get("completion_tokens", 0)),
+        finish_reason=choice.get("finish_reason") or "",
+        seconds=time.perf_counter() - t0,
+        extra=extra,
+        cached_tokens=cached,
+    )
+
+
+# ---------------------------------------------------------------------- scoring
+def logprobs_now(llm: Any) -> Any:
+    """Log-softmax of the logits llama.cpp computed for the last evaluated token (with
+    ``logits_all`` off a decode keeps exactly that row)."""
+    import numpy as np
+
+    raw = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
+    x = raw.astype(np.float64)
+    m = float(x.max())
+    return x - (m + math.log(float(np.exp(x - m).sum())))
+
+
+def candidate_tokens(llm: Any, prompt: list[int], text: str, candidate: str) -> list[int]:
+    """The candidate's tokens as they follow the prompt (tokenized jointly, so a merge
+    across the boundary is seen; the prompt's own tokens must come back unchanged)."""
+    full = llm.tokenize((text + candidate).encode("utf-8"), add_bos=False, special=True)
+    if full[: len(prompt)] == prompt and len(full) > len(prompt):
+        return full[len(prompt):]
+    return llm.tokenize(candidate.encode("utf-8"), add_bos=False, special=False)
+
+
+def score_candidates(llm: Any, prompt: list[int], cands: list[list[int]]) -> tuple[float, ...]:
+    """Each candidate's exact log-probability after ``prompt``, token by token (one decode
+    per token after the first), on ``llm``'s context."""
+    # Keep the KV cache of the prefix the context already holds (the same rule as generate).
+    llm.n_tokens = reused_prefix(llm._input_ids.tolist(), prompt)
+    llm.eval(prompt[llm.n_tokens:])
+    first = logprobs_now(llm)
+    out = []
+    for toks in cands:
+        lp = float(first[toks[0]])
+        llm.n_tokens = len(prompt)  # back to the end of the prompt: eval drops the rest of the cache
+        for prev, nxt in zip(toks, toks[1:]):
+            llm.eval([prev])
+            lp += float(logprobs_now(llm)[nxt])
+        out.append(lp)
+    # The context holds the prompt, but the current logits are those of the last
+    # candidate's tokens: with n_tokens == len(prompt), llama-cpp-python's generate
+    # would take the prompt as "exactly cached" and sample its first token from these
+    # stale logits. One token short, it re-evaluates the prompt's last token first.
+    llm.n_tokens = len(prompt) - 1
+    return tuple(out)
+
+
 class LlamaCppBackend:
     """``LLMBackend`` over llama-cpp-python; CPU threads and context from ``LLMConfig``."""
 
@@ -102,27 +180,11 @@ class LlamaCppBackend:
             seed=0,
             verbose=False,
         )
-        self._template = self._chat_template(cfg)
-        self._bos = self._token_text(self._llm.token_bos())
-        self._eos = self._token_text(self._llm.token_eos())
+        self._template = chat_template_of(self._llm, cfg)
+        self._bos = token_text(self._llm, self._llm.token_bos())
+        self._eos = token_text(self._llm, self._llm.token_eos())
         self._stop = [m for m in _TURN_ENDS if m in self._template]
         self._grammars: dict[str, Any] = {}
-
-    def _chat_template(self, cfg: LLMConfig) -> str:
-        if cfg.chat_template:
-            return load_chat_template(cfg.chat_template)
-        template = self._llm.metadata.get("tokenizer.chat_template")
-        if not template:
-            raise UserError(
-                f"model '{cfg.model}' has no chat template in its GGUF metadata (tokenizer.chat_template): set llm.chat_template "
-                f"to a template file in sanctuary_local/prompts (e.g. 'gemma_chat.jinja')"
-            )
-        return template
-
-    def _token_text(self, token: int) -> str:
-        if token < 0:
-            return ""
-        return self._llm.detokenize([token], special=True).decode("utf-8", errors="replace")
 
     def _tokens(self, messages: tuple[ChatMessage, ...]) -> list[int]:
         prompt = render_chat(self._template, messages, self._bos, self._eos)
@@ -151,16 +213,8 @@ class LlamaCppBackend:
             args["grammar"] = self._grammar(req.json_schema)
         cached = reused_prefix(self._llm._input_ids.tolist(), tokens)  # what the context holds now
         out = self._llm.create_completion(prompt=tokens, **args)
-        choice, usage = out["choices"][0], out.get("usage") or {}
-        return ChatResult(
-            text=choice.get("text") or "",
-            prompt_tokens=int(usage.get("prompt_tokens", len(tokens))),
-            completion_tokens=int(usage.get("completion_tokens", 0)),
-            finish_reason=choice.get("finish_reason") or "",
-            seconds=time.perf_counter() - t0,
-            extra={"grammar": req.json_schema is not None, "room_capped": args["max_tokens"] < req.sampling.max_tokens},
-            cached_tokens=cached,
-        )
+        extra = {"grammar": req.json_schema is not None, "room_capped": args["max_tokens"] < req.sampling.max_tokens}
+        return completion_result(out, len(tokens), t0, extra, cached)
 
     def generate(self, requests: list[ChatRequest]) -> list[ChatResult]:
         """Run the requests in order; a failing request yields an error result, never raises."""
@@ -174,52 +228,16 @@ class LlamaCppBackend:
         return results
 
     # ------------------------------------------------------------------ scoring
-    def _logprobs_now(self) -> Any:
-        """Log-softmax of the logits llama.cpp computed for the last evaluated token (with
-        ``logits_all`` off a decode keeps exactly that row)."""
-        import numpy as np
-
-        raw = np.ctypeslib.as_array(self._llm._ctx.get_logits(), shape=(self._llm.n_vocab(),))
-        x = raw.astype(np.float64)
-        m = float(x.max())
-        return x - (m + math.log(float(np.exp(x - m).sum())))
-
-    def _candidate_tokens(self, prompt: list[int], text: str, candidate: str) -> list[int]:
-        """The candidate's tokens as they follow the prompt (tokenized jointly, so a merge
-        across the boundary is seen; the prompt's own tokens must come back unchanged)."""
-        full = self._llm.tokenize((text + candidate).encode("utf-8"), add_bos=False, special=True)
-        if full[: len(prompt)] == prompt and len(full) > len(prompt):
-            return full[len(prompt):]
-        return self._llm.tokenize(candidate.encode("utf-8"), add_bos=False, special=False)
-
     def _score_one(self, req: ScoreRequest) -> ScoreResult:
         t0 = time.perf_counter()
         text = render_chat(self._template, req.messages, self._bos, self._eos)
         prompt = self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        cands = [self._candidate_tokens(prompt, text, c) for c in req.candidates]
+        cands = [candidate_tokens(self._llm, prompt, text, c) for c in req.candidates]
         longest = max((len(c) for c in cands), default=0)
         if len(prompt) + longest > self.cfg.max_model_len:
             return ScoreResult(prompt_tokens=len(prompt), seconds=time.perf_counter() - t0,
                                error=f"prompt of {len(prompt)} tokens does not fit max_model_len={self.cfg.max_model_len}")
-        llm = self._llm
-        # Keep the KV cache of the prefix the context already holds (the same rule as generate).
-        llm.n_tokens = reused_prefix(llm._input_ids.tolist(), prompt)
-        llm.eval(prompt[llm.n_tokens:])
-        first = self._logprobs_now()
-        out = []
-        for toks in cands:
-            lp = float(first[toks[0]])
-            llm.n_tokens = len(prompt)  # back to the end of the prompt: eval drops the rest of the cache
-            for prev, nxt in zip(toks, toks[1:]):
-                llm.eval([prev])
-                lp += float(self._logprobs_now()[nxt])
-            out.append(lp)
-        # The context holds the prompt, but the current logits are those of the last
-        # candidate's tokens: with n_tokens == len(prompt), llama-cpp-python's generate
-        # would take the prompt as "exactly cached" and sample its first token from these
-        # stale logits. One token short, it re-evaluates the prompt's last token first.
-        llm.n_tokens = len(prompt) - 1
-        return ScoreResult(tuple(out), len(prompt), time.perf_counter() - t0)
+        return ScoreResult(score_candidates(self._llm, prompt, cands), len(prompt), time.perf_counter() - t0)
 
     def score(self, requests: list[ScoreRequest]) -> list[ScoreResult]:
         """Exact log-probabilities of every candidate token by token (one decode per token
