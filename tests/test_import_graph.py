@@ -20,7 +20,6 @@ MAX_CLASS_LINES = 110
 #: reporting.RunReporter; these are the follow-ups), at their size today: they may shrink,
 #: not grow, and an entry goes once its class fits.
 NOT_YET_SPLIT = {
-    "io.store.KnowledgeStore": 167,
     "llm.vllm_backend.VLLMBackend": 173,
     "stages.evidence.EvidenceRetriever": 148,
 }

@@ -85,46 +85,7 @@ class KnowledgeStore:
         self._fingerprints: dict[int, str] = {}
         if not self.path.exists():
             raise UserError(f"{self.path}: knowledge store not found (expected a directory of {{i}}.json files or a .zip)")
-        if self.path.is_dir():
-            # Not only regular files: a FIFO or a link to a device named 7.json is claim 7's
-            # problem (reported when it is read), not a silently missing claim.
-            self._files = self._index(p.name for p in self.path.iterdir() if _MEMBER.search(p.name) and not p.is_dir())
-            self._is_zip = False
-        elif self._is_zipfile():
-            self._is_zip = True
-            try:
-                names = self._archive().namelist()
-            except (zipfile.BadZipFile, OSError, EOFError) as exc:
-                raise UserError(f"{self.path}: damaged zip archive ({exc})") from None
-            self._files = self._index(n for n in names if not n.endswith("/") and "__MACOSX" not in n)
-        else:
-            raise UserError(f"{self.path}: not a knowledge store (neither a directory nor a zip archive)")
-
-    def _is_zipfile(self) -> bool:
-        """Whether the store path is a zip archive; a FIFO or a device (never opened for
-        reading: it would block or never end) is a one-line ``UserError``."""
-        try:
-            with open_regular(self.path) as fh:
-                return zipfile.is_zipfile(fh)
-        except NotRegularFile as exc:
-            raise UserError(f"{self.path}: not a knowledge store: it is {exc.kind} "
-                            "(expected a directory of {i}.json files or a .zip)") from None
-        except OSError as exc:
-            raise UserError(f"{self.path}: cannot read the knowledge store: {exc.strerror or exc}") from None
-
-    def _index(self, names: Iterable[str]) -> dict[int, str]:
-        """Claim index → file name; two names of one index (``007.json`` and ``7.json``, or
-        two folders of a zip) are a ``UserError`` naming both: nothing says which is meant."""
-        files: dict[int, str] = {}
-        for name in sorted(names):
-            if (m := _MEMBER.search(name)) is None:
-                continue
-            index = int(m.group(1))
-            if index in files:
-                raise UserError(f"{self.path}: {files[index]} and {name} are both the store file of claim {index}; "
-                                "remove or rename one")
-            files[index] = name
-        return files
+        self._files, self._is_zip = _claim_files(self.path, self._archive)
 
     def _archive(self) -> zipfile.ZipFile:
         if self._zip is None:
@@ -160,11 +121,7 @@ class KnowledgeStore:
             return 0
         if self._is_zip:
             return self._archive().getinfo(self._files[claim_index]).file_size
-        try:
-            st = (self.path / self._files[claim_index]).stat()
-        except OSError:
-            return 0
-        return st.st_size if stat.S_ISREG(st.st_mode) else 0
+        return _regular_size(self.path / self._files[claim_index])
 
     def _open(self, claim_index: int) -> IO[bytes]:
         """The claim's file; ``NotRegularFile`` for a FIFO/device (without blocking)."""
@@ -192,53 +149,25 @@ class KnowledgeStore:
             return
         sink = problems if problems is not None else []
         name = self.file_name(claim_index)
-        bad_utf8 = False
         try:
             fh = self._open(claim_index)
-        except NotRegularFile as exc:
-            sink.append(StoreProblem(name, 0, f"is {exc.kind}, not a regular file; not read"))
-            return
-        except OSError as exc:  # a dangling link, no permission…
-            sink.append(StoreProblem(name, 0, f"cannot be read: {exc.strerror or exc}"))
-            return
-        except _ZIP_MEMBER_ERRORS as exc:  # an encrypted member, an unknown compression
-            sink.append(StoreProblem(name, 0, f"cannot be read from the zip: {exc}"))
+        except (NotRegularFile, OSError, *_ZIP_MEMBER_ERRORS) as exc:
+            sink.append(_unopened(name, exc))
             return
         with fh:
-            lines = _guarded(_capped_lines(fh, name, sink), name, sink)
-            for lineno, raw in lines:
-                if not raw.strip():
-                    continue  # blank lines (e.g. a trailing newline) are not documents
-                obj, text_ok = _parse_line(raw)
-                if not text_ok and not bad_utf8:
-                    bad_utf8 = True  # reported once per file: one bad file can have thousands
-                    sink.append(StoreProblem(name, lineno + 1, "not UTF-8; undecodable bytes replaced by U+FFFD"))
-                if isinstance(obj, str):  # parse error message
-                    sink.append(StoreProblem(name, lineno + 1, obj))
-                    continue
-                doc = _to_document(obj, claim_index, lineno, name, sink)
-                if doc is not None:
-                    yield doc
+            yield from _documents(fh, claim_index, name, sink)
 
     def fingerprint(self, claim_index: int) -> str:
         """SHA-256 of the claim's file bytes (cache key); ``"missing"`` if there is none."""
         if claim_index not in self._fingerprints:
             if not self.has(claim_index):
                 return "missing"
-            h = hashlib.sha256()
             try:
                 fh = self._open(claim_index)
             except (OSError, UserError, *_ZIP_MEMBER_ERRORS):
                 return "unreadable"  # no documents: the same (empty) index as a missing file
-            with fh:  # documents come from the first MAX_FILE_BYTES only: hash no further
-                left = MAX_FILE_BYTES + 1
-                try:
-                    while left > 0 and (block := fh.read(min(1 << 20, left))):
-                        h.update(block)
-                        left -= len(block)
-                except _ZIP_MEMBER_ERRORS:
-                    h.update(b"\0damaged")  # what was read, then the damage: stable for the same bytes
-            self._fingerprints[claim_index] = h.hexdigest()
+            with fh:
+                self._fingerprints[claim_index] = _sha256_capped(fh)
         return self._fingerprints[claim_index]
 
 
@@ -259,6 +188,101 @@ def content_id(store: KnowledgeStore, claim_index: int, sha256: Callable[[Path],
 #: corrupt deflate stream (zlib.error), a truncated member (EOFError), an encrypted member
 #: (RuntimeError: password required), an unknown compression (NotImplementedError).
 _ZIP_MEMBER_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError)
+
+
+def _claim_files(path: Path, archive: Callable[[], zipfile.ZipFile]) -> tuple[dict[int, str], bool]:
+    """``(claim index → file name, whether the store is a zip)`` of the store at ``path``
+    (an existing path; ``archive()`` opens the zip); ``UserError`` for anything else."""
+    if path.is_dir():
+        # Not only regular files: a FIFO or a link to a device named 7.json is claim 7's
+        # problem (reported when it is read), not a silently missing claim.
+        return _index(path, (p.name for p in path.iterdir() if _MEMBER.search(p.name) and not p.is_dir())), False
+    if not _is_zipfile(path):
+        raise UserError(f"{path}: not a knowledge store (neither a directory nor a zip archive)")
+    try:
+        names = archive().namelist()
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise UserError(f"{path}: damaged zip archive ({exc})") from None
+    return _index(path, (n for n in names if not n.endswith("/") and "__MACOSX" not in n)), True
+
+
+def _is_zipfile(path: Path) -> bool:
+    """Whether the store path is a zip archive; a FIFO or a device (never opened for
+    reading: it would block or never end) is a one-line ``UserError``."""
+    try:
+        with open_regular(path) as fh:
+            return zipfile.is_zipfile(fh)
+    except NotRegularFile as exc:
+        raise UserError(f"{path}: not a knowledge store: it is {exc.kind} "
+                        "(expected a directory of {i}.json files or a .zip)") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the knowledge store: {exc.strerror or exc}") from None
+
+
+def _index(path: Path, names: Iterable[str]) -> dict[int, str]:
+    """Claim index → file name; two names of one index (``007.json`` and ``7.json``, or
+    two folders of a zip) are a ``UserError`` naming both: nothing says which is meant."""
+    files: dict[int, str] = {}
+    for name in sorted(names):
+        if (m := _MEMBER.search(name)) is None:
+            continue
+        index = int(m.group(1))
+        if index in files:
+            raise UserError(f"{path}: {files[index]} and {name} are both the store file of claim {index}; "
+                            "remove or rename one")
+        files[index] = name
+    return files
+
+
+def _regular_size(path: Path) -> int:
+    """Size of a regular file in bytes; 0 for anything else or an unreadable path."""
+    try:
+        st = path.stat()
+    except OSError:
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
+
+
+def _unopened(name: str, exc: Exception) -> StoreProblem:
+    """The problem of a claim file that could not be opened (line 0: the whole file)."""
+    if isinstance(exc, NotRegularFile):
+        return StoreProblem(name, 0, f"is {exc.kind}, not a regular file; not read")
+    if isinstance(exc, OSError):  # a dangling link, no permission…
+        return StoreProblem(name, 0, f"cannot be read: {exc.strerror or exc}")
+    # an encrypted member, an unknown compression
+    return StoreProblem(name, 0, f"cannot be read from the zip: {exc}")
+
+
+def _documents(fh: IO[bytes], claim_index: int, name: str, sink: list[StoreProblem]) -> Iterator[Document]:
+    """The documents of an open claim file, line by line; skipped/repaired lines go to ``sink``."""
+    bad_utf8 = False
+    for lineno, raw in _guarded(_capped_lines(fh, name, sink), name, sink):
+        if not raw.strip():
+            continue  # blank lines (e.g. a trailing newline) are not documents
+        obj, text_ok = _parse_line(raw)
+        if not text_ok and not bad_utf8:
+            bad_utf8 = True  # reported once per file: one bad file can have thousands
+            sink.append(StoreProblem(name, lineno + 1, "not UTF-8; undecodable bytes replaced by U+FFFD"))
+        if isinstance(obj, str):  # parse error message
+            sink.append(StoreProblem(name, lineno + 1, obj))
+            continue
+        doc = _to_document(obj, claim_index, lineno, name, sink)
+        if doc is not None:
+            yield doc
+
+
+def _sha256_capped(fh: IO[bytes]) -> str:
+    """SHA-256 of the file's bytes: documents come from the first ``MAX_FILE_BYTES`` only, so
+    hash no further; a damaged zip member adds a marker after what was read."""
+    h = hashlib.sha256()
+    left = MAX_FILE_BYTES + 1
+    try:
+        while left > 0 and (block := fh.read(min(1 << 20, left))):
+            h.update(block)
+            left -= len(block)
+    except _ZIP_MEMBER_ERRORS:
+        h.update(b"\0damaged")  # what was read, then the damage: stable for the same bytes
+    return h.hexdigest()
 
 
 def _guarded(lines: Iterator[tuple[int, bytes]], name: str, sink: list[StoreProblem]) -> Iterator[tuple[int, bytes]]:
