@@ -100,11 +100,7 @@ class CorpusIndex:
         self.arrays.clear()
 
     def _bytes(self, name: str) -> mmap.mmap | bytes:
-        if name not in self._maps:
-            with open(self.dir / name, "rb") as fh:
-                size = fh.seek(0, 2)
-                self._maps[name] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-        return self._maps[name]
+        return _mapped(self._maps, self.dir, name)
 
     # ---------------------------------------------------------------- sizes
     @property
@@ -150,14 +146,7 @@ class CorpusIndex:
     # --------------------------------------------------------------- search
     def query_terms(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """Vocabulary positions of a query's terms and how often each occurs in it."""
-        h = term_hashes(text)
-        h = h[~_is_stop(h)]
-        vocab = self.arrays["vocab"]
-        if not len(h) or not len(vocab):
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        pos = np.minimum(np.searchsorted(vocab, h), len(vocab) - 1)
-        found = pos[np.asarray(vocab[pos]) == h]
-        return np.unique(found, return_counts=True)
+        return _vocab_positions(self.arrays["vocab"], text)
 
     def scores(self, text: str) -> np.ndarray:
         """BM25 score of every segment for one query (float32, length ``n_segments``).
@@ -185,6 +174,27 @@ class CorpusIndex:
         """(unit, start, end, tokens) of one segment."""
         a = self.arrays
         return int(a["seg_unit"][seg]), int(a["seg_start"][seg]), int(a["seg_end"][seg]), int(a["seg_ntok"][seg])
+
+
+def _mapped(maps: dict[str, mmap.mmap | bytes], folder: Path, name: str) -> mmap.mmap | bytes:
+    """``folder/name`` memory-mapped read-only (``b""`` for an empty file), once per name in ``maps``."""
+    if name not in maps:
+        with open(folder / name, "rb") as fh:
+            size = fh.seek(0, 2)
+            maps[name] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+    return maps[name]
+
+
+def _vocab_positions(vocab: np.ndarray, text: str) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in the sorted ``vocab`` of a query's terms (stop words dropped) and how
+    often each occurs in it."""
+    h = term_hashes(text)
+    h = h[~_is_stop(h)]
+    if not len(h) or not len(vocab):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    pos = np.minimum(np.searchsorted(vocab, h), len(vocab) - 1)
+    found = pos[np.asarray(vocab[pos]) == h]
+    return np.unique(found, return_counts=True)
 
 
 def _open_generation(root: Path) -> tuple[str, Path, dict[str, Any], dict[str, np.ndarray]]:
