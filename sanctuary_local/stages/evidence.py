@@ -12,7 +12,6 @@ is the parent's to handle (graceful stop: the claims in flight finish).
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import time
@@ -35,8 +34,6 @@ from sanctuary_local.stages.evidence_steps import Clock as _Clock
 from sanctuary_local.stages.evidence_steps import coarse_index, dense_snippets, documents_to_chunk
 
 __all__ = ["EvidenceRetriever", "RetrievalPool", "WORKER_FAILED", "run_retrieval"]
-
-log = logging.getLogger(__name__)
 
 #: Flag of a claim whose pool worker died (e.g. killed for memory) before returning.
 WORKER_FAILED = "retrieval_error: worker failed"
