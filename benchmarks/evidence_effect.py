@@ -127,6 +127,17 @@ def examples(fit: Any, extra: dict[int, dict[str, Any]]) -> dict[str, list[Any]]
             "indices": [i for i, _ in keep]}
 
 
+def separation(examples: list[Any]) -> float | None:
+    """ROC AUC of log P(Supported) - log P(Refuted) between the gold Supported and Refuted
+    claims (0.5: the scores do not tell them apart); None without both classes."""
+    from sklearn.metrics import roc_auc_score
+
+    sr = [e for e in examples if e.gold in ("Supported", "Refuted")]
+    if len({e.gold for e in sr}) < 2:
+        return None
+    return round(float(roc_auc_score([e.gold == "Supported" for e in sr], [e.logprobs[0] - e.logprobs[1] for e in sr])), 3)
+
+
 def pick(rows: list[dict[str, Any]], majority_acc: float) -> dict[str, Any] | None:
     """The standing rule: among the rows at or above the majority's accuracy, the best
     macro-F1 (ties: higher accuracy, then the earlier row); None when no row qualifies."""
@@ -141,12 +152,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--label", required=True)
     ap.add_argument("--pass", dest="kind", choices=("no-evidence", "verdict-words"), default="no-evidence")
     ap.add_argument("--results-dir", type=Path, default=REPO / "benchmarks" / "results")
+    ap.add_argument("--separation-only", action="store_true",
+                    help="print how well the run's own label scores separate Supported from Refuted, and stop")
     args = ap.parse_args(argv)
     try:
         fit = load_fit_data(args.run, args.claims)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.separation_only:
+        print(f"{args.run}: ROC AUC of log P(Supported) - log P(Refuted), Supported vs Refuted claims: "
+              f"{separation(list(fit.examples))}")
+        return 0
     out = REPO / "runs" / "evidence_effect" / args.label
     out.mkdir(parents=True, exist_ok=True)
     extra = extra_scores(args.run, out, args.claims, args.kind)
@@ -168,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     picks = {k: pick(rows, base[0]["accuracy"]) for k, rows in groups.items()}
     secs = [extra[i]["seconds"] for i in ex["indices"]]
     result = {"run": str(args.run), "pass": args.kind, "claims": ex["indices"], "load_end": load,
+              "separation_auc": separation(ex["shipped"]),
               "extra_seconds_mean": round(sum(secs) / len(secs), 2),
               "rows": base + [r for rows in groups.values() for r in rows],
               "picks": {k: (p["row"] if p else None) for k, p in picks.items()}}
@@ -179,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(gold)} claims, leave-one-out logistic regressions; AVeriTeC@0.25 uses the run's own evidence (only labels "
           f"differ between rows). The {args.kind} pass: {result['extra_seconds_mean']} s/claim standalone (a verdict-words "
           f"pass re-reads the whole prompt here); load average when the analysis ran {load}.", "",
+          f"The run's own label scores separate its Supported from its Refuted claims with a ROC AUC of "
+          f"{result['separation_auc']} (log P(Supported) - log P(Refuted); 0.5 = chance).", "",
           *table(base + result["rows"][2:]), ""]
     md += [f"Pick {k} (standing rule: the best macro-F1 at or above the majority's accuracy): "
            + (f"**{p['row']}**, {p['accuracy']:.3f} / {p['macro_f1']:.3f} / {p['averitec_0.25']:.3f}" if p else "**none** qualifies")

@@ -70,3 +70,14 @@ def test_a_directory_without_a_run_is_one_line_and_exit_2(bench, tmp_path, capsy
     err = capsys.readouterr().err.strip()
     assert "nope" in err and "\n" not in err
     assert not list(tmp_path.glob("evidence_effect_*"))
+
+
+def test_separation_is_the_roc_auc_of_supported_over_refuted(bench):
+    def ex(s: float, r: float, gold: str) -> FitExample:
+        return FitExample((s, r, -5.0, -5.0), None, gold)
+
+    perfect = [ex(-1, -3, "Supported"), ex(-3, -1, "Refuted"), ex(-2, -2.5, "Supported"), ex(-9, -9, "Not Enough Evidence")]
+    assert bench.separation(perfect) == 1.0
+    inverted = [ex(-3, -1, "Supported"), ex(-1, -3, "Refuted")]
+    assert bench.separation(inverted) == 0.0
+    assert bench.separation([ex(-1, -2, "Supported")]) is None  # one class: undefined
