@@ -69,6 +69,88 @@ def sampling_params(req: ChatRequest, request_seeds: bool) -> Any:
     )
 
 
+def prompt_ids(tokenizer: Any, messages: tuple[ChatMessage, ...], chat_template: str | None) -> list[int]:
+    """The prompt's token ids after the chat template (the model's own, or ``chat_template``)."""
+    ids = tokenizer.apply_chat_template(_conversation(messages), chat_template=chat_template,
+                                        add_generation_prompt=True, tokenize=True)
+    if isinstance(ids, Mapping):  # transformers 5 returns a BatchEncoding: a UserDict, not a dict
+        ids = ids["input_ids"]
+    return list(ids)
+
+
+def engine_kwargs(cfg: LLMConfig, path: Path) -> dict[str, Any]:
+    """``vllm.LLM``'s arguments for this config (logged by the backend: non-defaults visible)."""
+    kwargs: dict[str, Any] = {
+        "model": str(path),
+        "tokenizer": str(path),
+        "dtype": cfg.dtype,
+        "max_model_len": cfg.max_model_len,
+        "gpu_memory_utilization": cfg.gpu_memory_utilization,
+        "enable_prefix_caching": cfg.enable_prefix_caching,
+        "seed": 0,
+    }
+    if cfg.quantization:
+        kwargs["quantization"] = cfg.quantization
+    return kwargs
+
+
+def chat_results(outs: list[Any], total: float) -> list[ChatResult]:
+    """``LLM.chat``'s outputs as ``ChatResult``s in input order; the batch's ``total``
+    seconds divided evenly (vLLM reports no per-request wall time in a batch)."""
+    results = []
+    for out in outs:
+        comp = out.outputs[0]
+        results.append(
+            ChatResult(
+                text=comp.text,
+                prompt_tokens=len(out.prompt_token_ids or ()),
+                completion_tokens=len(comp.token_ids),
+                finish_reason=str(comp.finish_reason or ""),
+                seconds=total / len(outs),
+                extra={"batch_seconds": total, "batch_size": len(outs)},
+                cached_tokens=int(getattr(out, "num_cached_tokens", None) or 0),  # prefix-cache hits
+            )
+        )
+    return results
+
+
+def candidate_sums(jobs: list[tuple[int, int, list[int]]], outs: list[Any], n_requests: int) -> list[list[float]]:
+    """Per request, each candidate's log-probability: the sum of ``prompt_logprobs`` over
+    the candidate's own tokens. ``jobs``: (request, prompt length, prompt + candidate ids)."""
+    sums: list[list[float]] = [[] for _ in range(n_requests)]
+    for (i, n, ids), out in zip(jobs, outs, strict=True):
+        plp = out.prompt_logprobs or []
+        sums[i].append(float(sum(plp[k][ids[k]].logprob for k in range(n, len(ids)))))
+    return sums
+
+
+def shutdown_engine(llm: Any) -> None:
+    """Stop a ``vllm.LLM``'s engine and free its memory (best effort, never raises)."""
+    engine = getattr(llm, "llm_engine", None)
+    core = getattr(engine, "engine_core", None)
+    try:
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()  # V1: stops the EngineCore process that holds the weights
+    except Exception as exc:  # noqa: BLE001 - best effort, memory is freed below anyway
+        log.warning("vLLM engine shutdown: %s", exc)
+    del llm, engine, core
+    try:
+        from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+
+        destroy_model_parallel()
+        destroy_distributed_environment()
+    except Exception:  # noqa: BLE001 - not initialised in single-GPU runs of some versions
+        pass
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
+
+
 class VLLMBackend:
     """``LLMBackend`` over ``vllm.LLM`` (offline engine)."""
 
@@ -80,17 +162,7 @@ class VLLMBackend:
         self.cfg = cfg
         path = resolve_model(cfg.model, models_dir)
         self.model_id = path.name
-        kwargs: dict[str, Any] = {
-            "model": str(path),
-            "tokenizer": str(path),
-            "dtype": cfg.dtype,
-            "max_model_len": cfg.max_model_len,
-            "gpu_memory_utilization": cfg.gpu_memory_utilization,
-            "enable_prefix_caching": cfg.enable_prefix_caching,
-            "seed": 0,
-        }
-        if cfg.quantization:
-            kwargs["quantization"] = cfg.quantization
+        kwargs = engine_kwargs(cfg, path)
         log.info("vLLM engine: %s", ", ".join(f"{k}={v}" for k, v in kwargs.items()))
         self._llm = vllm.LLM(**kwargs)
         self._tokenizer = self._llm.get_tokenizer()
@@ -136,30 +208,10 @@ class VLLMBackend:
                 return self.generate(requests[:mid]) + self.generate(requests[mid:])
             log.error("vLLM batch of %d failed: %s", len(requests), exc)
             return [ChatResult("", finish_reason="error", error=f"{type(exc).__name__}: {exc}") for _ in requests]
-        total = time.perf_counter() - t0
-        results = []
-        for out in outs:
-            comp = out.outputs[0]
-            results.append(
-                ChatResult(
-                    text=comp.text,
-                    prompt_tokens=len(out.prompt_token_ids or ()),
-                    completion_tokens=len(comp.token_ids),
-                    finish_reason=str(comp.finish_reason or ""),
-                    seconds=total / len(requests),
-                    extra={"batch_seconds": total, "batch_size": len(requests)},
-                    cached_tokens=int(getattr(out, "num_cached_tokens", None) or 0),  # prefix-cache hits
-                )
-            )
-        return results
+        return chat_results(outs, time.perf_counter() - t0)
 
     def _prompt_ids(self, messages: tuple[ChatMessage, ...]) -> list[int]:
-        ids = self._tokenizer.apply_chat_template(
-            _conversation(messages), chat_template=self._chat_template, add_generation_prompt=True, tokenize=True
-        )
-        if isinstance(ids, Mapping):  # transformers 5 returns a BatchEncoding: a UserDict, not a dict
-            ids = ids["input_ids"]
-        return list(ids)
+        return prompt_ids(self._tokenizer, messages, self._chat_template)
 
     def count_tokens(self, messages: tuple[ChatMessage, ...]) -> int:
         """Prompt tokens after the chat template, with the engine's own tokenizer."""
@@ -176,11 +228,8 @@ class VLLMBackend:
         if not requests:
             return []
         t0 = time.perf_counter()
-        jobs: list[tuple[int, int, list[int]]] = []  # (request, prompt length, prompt + candidate ids)
-        for i, req in enumerate(requests):
-            prompt = self._prompt_ids(req.messages)
-            for c in req.candidates:
-                jobs.append((i, len(prompt), prompt + list(self._tokenizer.encode(c, add_special_tokens=False))))
+        jobs = [(i, len(prompt), prompt + list(self._tokenizer.encode(c, add_special_tokens=False)))
+                for i, req in enumerate(requests) for prompt in (self._prompt_ids(req.messages),) for c in req.candidates]
         too_long = [n for _, _, ids in jobs if len(ids) >= self.cfg.max_model_len for n in (len(ids),)]
         if too_long:
             return [ScoreResult(error=f"prompt + label of {max(too_long)} tokens does not fit max_model_len="
@@ -191,38 +240,12 @@ class VLLMBackend:
         except Exception as exc:  # noqa: BLE001 - report per request, keep the run alive
             log.error("vLLM scoring of %d prompts failed: %s", len(jobs), exc)
             return [ScoreResult(error=f"{type(exc).__name__}: {exc}") for _ in requests]
-        sums: list[list[float]] = [[] for _ in requests]
-        for (i, n, ids), out in zip(jobs, outs, strict=True):
-            plp = out.prompt_logprobs or []
-            sums[i].append(float(sum(plp[k][ids[k]].logprob for k in range(n, len(ids)))))
+        sums = candidate_sums(jobs, outs, len(requests))
         per = (time.perf_counter() - t0) / len(requests)
         return [ScoreResult(tuple(s), len(self._prompt_ids(r.messages)), per) for s, r in zip(sums, requests, strict=True)]
 
     def close(self) -> None:
         """Shut the engine down and free GPU memory before the next stage loads its model."""
         llm, self._llm = getattr(self, "_llm", None), None
-        if llm is None:
-            return
-        engine = getattr(llm, "llm_engine", None)
-        core = getattr(engine, "engine_core", None)
-        try:
-            if core is not None and hasattr(core, "shutdown"):
-                core.shutdown()  # V1: stops the EngineCore process that holds the weights
-        except Exception as exc:  # noqa: BLE001 - best effort, memory is freed below anyway
-            log.warning("vLLM engine shutdown: %s", exc)
-        del llm, engine, core
-        try:
-            from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
-
-            destroy_model_parallel()
-            destroy_distributed_environment()
-        except Exception:  # noqa: BLE001 - not initialised in single-GPU runs of some versions
-            pass
-        gc.collect()
-        try:
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-        except ImportError:
-            pass
+        if llm is not None:
+            shutdown_engine(llm)
