@@ -78,6 +78,22 @@ def verdict_words(claim: Any, hyde: HydeResult, ev: ClaimEvidence, reasoning: st
     return backend.score([ScoreRequest(conv, VERDICT_WORDS, tag=f"{claim.index}:words")])[0]
 
 
+def read_done(path: Path) -> dict[int, dict[str, Any]]:
+    """The claims an earlier pass finished. A line torn by a kill is dropped from the file
+    (so the next append starts on a line of its own) and its claim is recomputed."""
+    done: dict[int, dict[str, Any]] = {}
+    lines = path.read_text("utf-8").splitlines() if path.exists() else []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+            done[int(rec["claim_index"])] = rec
+        except (ValueError, KeyError, TypeError):
+            print(f"{path}: dropping an unreadable line (its claim is recomputed): {line[:60]!r}", file=sys.stderr)
+    if len(done) < len(lines):
+        path.write_text("".join(json.dumps(rec) + "\n" for rec in done.values()), "utf-8")
+    return done
+
+
 def extra_scores(run: Path, out: Path, claims_path: Path, kind: str) -> dict[int, dict[str, Any]]:
     """Claim index -> {"logprobs", "seconds"} of the extra pass (computed once, appended)."""
     from sanctuary_local.calibrate import run_predictions
@@ -93,7 +109,7 @@ def extra_scores(run: Path, out: Path, claims_path: Path, kind: str) -> dict[int
     hyde = dict(StageFile(run / STAGE_FILES["hyde"], HydeResult.from_dict, repair=False).records)
     evidence = dict(StageFile(run / STAGE_FILES["retrieval"], ClaimEvidence.from_dict, repair=False).records)
     path = out / f"{kind}.jsonl"
-    done = {json.loads(line)["claim_index"]: json.loads(line) for line in path.read_text().splitlines()} if path.exists() else {}
+    done = read_done(path)
     todo = [i for i in sorted(evidence) if i not in done and i in hyde]
     if todo:
         backend = make_backend(vcfg.llm, cfg.models_dir)

@@ -81,3 +81,14 @@ def test_separation_is_the_roc_auc_of_supported_over_refuted(bench):
     inverted = [ex(-3, -1, "Supported"), ex(-1, -3, "Refuted")]
     assert bench.separation(inverted) == 0.0
     assert bench.separation([ex(-1, -2, "Supported")]) is None  # one class: undefined
+
+
+def test_a_torn_last_line_is_recomputed_not_fatal(bench, tmp_path, capsys):
+    path = tmp_path / "no-evidence.jsonl"
+    path.write_text('{"claim_index": 100, "logprobs": [-1, -2, -3, -4], "seconds": 4.2}\n{"claim_index": 10', "utf-8")
+    done = bench.read_done(path)
+    assert list(done) == [100] and done[100]["logprobs"] == [-1, -2, -3, -4]
+    assert "unreadable line" in capsys.readouterr().err
+    assert path.read_text("utf-8").endswith("}\n")  # the next append starts a line of its own
+    assert list(bench.read_done(path)) == [100]
+    assert bench.read_done(tmp_path / "absent.jsonl") == {}
