@@ -148,12 +148,13 @@ def test_same_records_as_local_engine(cluster: None, tmp_path: Path, monkeypatch
 @pytest.mark.slow
 @pytest.mark.soak
 def test_real_model_same_records(cluster: None, tmp_path: Path) -> None:
-    """The real cpu-fast model (llama.cpp, Qwen2.5-Coder-0.5B) at temperature 0 on the demo's
-    4 example claims: the same records, labels, evidence and spans on both engines."""
+    """The real cpu-fast model (llama.cpp, Qwen2.5-Coder-0.5B) at temperature 0 on 2 of the
+    demo's example claims: the same records, labels, evidence and spans on both engines (the
+    other two only lengthened CI, each a full real-model claim on both engines)."""
     cold = {"hyde": {"sampling": {"temperature": 0.0}}}
-    local = run(tmp_path / "local", "local", workers=1, overrides=cold)
-    on_ray = run(tmp_path / "ray", "ray", overrides=cold)
-    a, b = records(tmp_path / "ray", N), records(tmp_path / "local", N)
+    local = run(tmp_path / "local", "local", workers=1, overrides=cold, claims_range="0:2")
+    on_ray = run(tmp_path / "ray", "ray", overrides=cold, claims_range="0:2")
+    a, b = records(tmp_path / "ray", 2), records(tmp_path / "local", 2)
     assert a == b, list(_differences(a, b))
     assert [(p.label, [(e.url, e.start, e.end) for e in p.evidence]) for p in on_ray.predictions] == \
         [(p.label, [(e.url, e.start, e.end) for e in p.evidence]) for p in local.predictions]
