@@ -28,10 +28,12 @@ demo: install
 	$(BIN)/sanctuary-local run --claims examples/claims.json --store examples/store --out runs/demo --profile cpu --force || [ $$? -eq 3 ]
 
 # Every test but the five long soaks (marked `soak`: kill -9 chaos, graceful stop, kill and
-# resume, tiny budget, the Ray real-model match); CI (.ci/run) runs them next, with
-# `make test-soak`. See docs/development.md.
+# resume, tiny budget, the Ray real-model match). `make test SOAKS=1` (what CI's .ci/run
+# runs) adds them to the same pytest session, where they share its real-model reference run
+# instead of making their own. See docs/development.md.
+TEST_MARKERS := $(if $(SOAKS),,-m "not soak")
 test: install
-	$(BIN)/python -m pytest -m "not soak"
+	$(BIN)/python -m pytest $(TEST_MARKERS)
 
 test-soak: install
 	$(BIN)/python -m pytest -m soak
