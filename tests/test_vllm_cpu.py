@@ -5,8 +5,8 @@ mode (a short reasoning, then the four labels scored with ``prompt_logprobs``; i
 
 Marked ``vllm``; skipped unless ``vllm`` imports and the prepared model folder exists.
 ``make test-vllm`` (run by ``.ci/run``) builds ``.venv-vllm``, prepares the folder with
-``sanctuary-local models prep-vllm`` and runs this file there (~5-8 minutes on 2 cores,
-most of it two engine loads). Structure is asserted, not answer quality; the measured
+``sanctuary-local models prep-vllm`` and runs this file there (~4.5-8 minutes on 2 cores,
+~150 s of it two engine loads). Structure is asserted, not answer quality; the measured
 tokens/s are printed (``-s``) and written to the run's ``timings.json``."""
 
 from __future__ import annotations
