@@ -31,7 +31,7 @@ demo: install
 # resume, tiny budget, the Ray real-model match). `make test SOAKS=1` (what CI's .ci/run
 # runs) adds them to the same pytest session, where they share its real-model reference run
 # instead of making their own. See docs/development.md.
-TEST_MARKERS := $(if $(SOAKS),,-m "not soak")
+TEST_MARKERS := $(if $(filter 1,$(SOAKS)),,-m "not soak")
 test: install
 	$(BIN)/python -m pytest $(TEST_MARKERS)
 
