@@ -228,9 +228,10 @@ class VLLMBackend:
         if not requests:
             return []
         t0 = time.perf_counter()
+        prompts = [self._prompt_ids(req.messages) for req in requests]  # each chat template applied once
         jobs = [(i, len(prompt), prompt + list(self._tokenizer.encode(c, add_special_tokens=False)))
-                for i, req in enumerate(requests) for prompt in (self._prompt_ids(req.messages),) for c in req.candidates]
-        too_long = [n for _, _, ids in jobs if len(ids) >= self.cfg.max_model_len for n in (len(ids),)]
+                for i, (req, prompt) in enumerate(zip(requests, prompts)) for c in req.candidates]
+        too_long = [len(ids) for _, _, ids in jobs if len(ids) >= self.cfg.max_model_len]
         if too_long:
             return [ScoreResult(error=f"prompt + label of {max(too_long)} tokens does not fit max_model_len="
                                       f"{self.cfg.max_model_len}") for _ in requests]
@@ -242,7 +243,7 @@ class VLLMBackend:
             return [ScoreResult(error=f"{type(exc).__name__}: {exc}") for _ in requests]
         sums = candidate_sums(jobs, outs, len(requests))
         per = (time.perf_counter() - t0) / len(requests)
-        return [ScoreResult(tuple(s), len(self._prompt_ids(r.messages)), per) for s, r in zip(sums, requests, strict=True)]
+        return [ScoreResult(tuple(s), len(prompt), per) for s, prompt in zip(sums, prompts, strict=True)]
 
     def close(self) -> None:
         """Shut the engine down and free GPU memory before the next stage loads its model."""
