@@ -170,7 +170,9 @@ class VerdictConfig:
         default_factory=lambda: SamplingConfig(temperature=0.9, top_p=0.7, top_k=1, max_tokens=2048)
     )
     mode: str = "paper"
-    """How the label is chosen. "paper": the model reasons in free text and its
+    """How the label is chosen. "trained": a classifier learned from AVeriTeC train
+    (``trained_model``) gives the labels' probabilities from the claim and its evidence; no
+    LLM (``stages/verdict_trained.py``). "paper": the model reasons in free text and its
     ``Label:`` line is parsed (the paper's Appendix B path). "scored": the four label
     strings are scored as the model's answer by log-probability and the best one by
     calibrated score wins (issue 26); text is parsed only where the backend returns no
@@ -200,6 +202,12 @@ class VerdictConfig:
     token on, everything; a URL is cut at its first whitespace), the rest of the page is shown.
     "withhold": the whole snippet is left out, silently. "show": it is shown neutralised like
     any page text. Stored evidence, spans and the report keep the page's words in every case."""
+    trained_model: str = ""
+    """trained mode: the verdict model, ``packaged:NAME`` (shipped in the package) or a directory
+    written by ``sanctuary-local verdict-model train``."""
+    trained_rule: bool = True
+    """trained mode: apply the decision rule fitted beside the model (``decision_rule.json``,
+    per-label offsets from dev claims 100-149); false takes the most probable label."""
     calibration: str = ""
     """scored and stance modes: a calibration file (``sanctuary-local calibrate``) or the name of one
     in sanctuary_local/data/calibration; "" uses the raw scores. Refused when it was
@@ -332,8 +340,10 @@ def validate(cfg: Config) -> None:
         (not (cfg.decompose.enabled and cfg.verdict.citations),
          "decompose.enabled and verdict.citations cannot be combined yet (each has its own verdict prompt)"),
         (0.0 <= r.trust_default <= 1.0, "retrieval.trust_default must be in [0, 1]"),
-        (cfg.verdict.mode in ("paper", "scored", "stance"),
-         f"verdict.mode must be 'paper', 'scored' or 'stance', got {cfg.verdict.mode!r}"),
+        (cfg.verdict.mode in ("paper", "scored", "stance", "trained"),
+         f"verdict.mode must be 'trained', 'paper', 'scored' or 'stance', got {cfg.verdict.mode!r}"),
+        (cfg.verdict.mode != "trained" or bool(cfg.verdict.trained_model),
+         "verdict.mode = 'trained' needs verdict.trained_model (e.g. packaged:verdict-minilm, or a model directory)"),
         (cfg.verdict.flagged in ("redact", "withhold", "show"),
          f"verdict.flagged must be 'redact', 'withhold' or 'show', got {cfg.verdict.flagged!r}"),
         (cfg.verdict.stance_passages >= 1, f"verdict.stance_passages must be >= 1, got {cfg.verdict.stance_passages}"),

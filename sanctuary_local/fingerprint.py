@@ -307,7 +307,24 @@ def model_identities(cfg: Config, cache: HashCache) -> dict[str, str]:
              "verdict_llm": (cfg.verdict.llm.model, cfg.verdict.llm.backend),
              "sts_embedder": (cfg.retrieval.sts.model, None),
              "retrieval_embedder": (cfg.retrieval.retriever.model, None)}
-    return {role: _model_identity(name, backend, cfg.models_dir, cache) for role, (name, backend) in roles.items()}
+    out = {role: _model_identity(name, backend, cfg.models_dir, cache) for role, (name, backend) in roles.items()}
+    if cfg.verdict.mode == "trained":
+        out["verdict_model"] = _trained_identity(cfg.verdict.trained_model)
+    return out
+
+
+def _trained_identity(name: str) -> str:
+    """The trained verdict model's files and its decision rule (``verdict_model.store``)."""
+    from sanctuary_local.errors import UserError
+    from sanctuary_local.verdict_model.store import RULE, directory_sha256, resolve
+
+    try:
+        directory = resolve(name)
+    except UserError:
+        return f"unresolved:{name}"
+    rule = directory / RULE
+    extra = hashlib.sha256(rule.read_bytes()).hexdigest()[:16] if rule.is_file() else "none"
+    return f"files:{directory_sha256(directory)}+rule:{extra}"
 
 
 def run_fingerprint(cfg: Config, claims_sha256: str, store: Any, indices: Iterable[int], cache: HashCache,

@@ -64,7 +64,7 @@ IDENTITY: dict[str, tuple[str, ...]] = {
     "decompose": ("prompts.decompose",),
     "retrieval": ("models.sts_embedder", "models.retrieval_embedder", "trust_file"),
     "followup_questions": ("prompts.followup",),
-    "verdict": ("models.verdict_llm", "prompts.verdict"),
+    "verdict": ("models.verdict_llm", "models.verdict_model", "prompts.verdict"),
 }
 #: Largest run_state.json / config.json of the source run read (they are a few KB).
 MAX_RUN_JSON_BYTES = 16 * 1024 * 1024

@@ -29,6 +29,7 @@ COMMANDS = (
     "inspect",
     "convert",
     "calibrate",
+    "verdict_model",
     "models",
     "bench",
     "doctor",
@@ -92,6 +93,9 @@ def _show_usage_error(exc: BaseException) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``sanctuary-local`` console script."""
+    from sanctuary_local.cli.argv import INVOKED
+
+    INVOKED[:] = list(sys.argv[1:] if argv is None else argv)
     try:
         # prog_name: usage lines name the command users type, also under `python -m` or a test
         rc = app(args=argv, standalone_mode=False, prog_name=app.info.name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 from sanctuary_local.config import Config, load_config
 from sanctuary_local.errors import UserError
@@ -43,7 +44,7 @@ def run_config(opts: RunOptions) -> Config:
 def preflight(cfg: Config) -> None:
     """Check every model and backend the run needs before any work starts, and report
     all problems at once (a missing Phi-4 should not surface after an hour of stage 1)."""
-    problems = _backend_problems(cfg) + _model_problems(cfg)
+    problems = _backend_problems(cfg) + _model_problems(cfg) + _trained_problems(cfg)
     if not problems and cfg.verdict.llm.backend != "openai_http":
         from sanctuary_local.stages.calibration import prepared_calibration
 
@@ -57,7 +58,7 @@ def preflight(cfg: Config) -> None:
 
 def _backend_problems(cfg: Config) -> list[str]:
     problems: list[str] = []
-    for where, llm in (("hyde.llm", cfg.hyde.llm), ("verdict.llm", cfg.verdict.llm)):
+    for where, llm in _llm_sections(cfg):
         if llm.backend not in _BACKEND_MODULES:
             problems.append(f"{where}.backend: unknown backend '{llm.backend}' (valid: {', '.join(_BACKEND_MODULES)})")
             continue
@@ -74,8 +75,8 @@ def _model_problems(cfg: Config) -> list[str]:
     from sanctuary_local.retrieval.embed import STATIC_PREFIX
 
     problems: list[str] = []
-    roles = [("hyde.llm.model", cfg.hyde.llm), ("verdict.llm.model", cfg.verdict.llm),
-             ("retrieval.sts.model", cfg.retrieval.sts), ("retrieval.retriever.model", cfg.retrieval.retriever)]
+    roles = [(f"{where}.model", llm) for where, llm in _llm_sections(cfg)]
+    roles += [("retrieval.sts.model", cfg.retrieval.sts), ("retrieval.retriever.model", cfg.retrieval.retriever)]
     for where, section in roles:
         if getattr(section, "backend", None) == "openai_http":
             continue  # the server holds the model
@@ -85,3 +86,27 @@ def _model_problems(cfg: Config) -> list[str]:
         except UserError as exc:
             problems.append(f"{where}: {exc}")
     return problems
+
+
+def _llm_sections(cfg: Config) -> list[tuple[str, Any]]:
+    """The LLMs the run loads: stage 3's only when its verdict is not the trained model."""
+    out = [("hyde.llm", cfg.hyde.llm)]
+    if cfg.verdict.mode != "trained":
+        out.append(("verdict.llm", cfg.verdict.llm))
+    return out
+
+
+def _trained_problems(cfg: Config) -> list[str]:
+    """The trained verdict model must be there, with a readable card and intact files."""
+    if cfg.verdict.mode != "trained":
+        return []
+    from sanctuary_local.verdict_model.store import directory_sha256, read_card, resolve
+
+    try:
+        directory = resolve(cfg.verdict.trained_model)
+        card = read_card(directory)
+        if card.get("files_sha256") and card["files_sha256"] != directory_sha256(directory):
+            return [f"verdict.trained_model: the files in {directory} do not match its card's files_sha256 (damaged or changed)"]
+    except UserError as exc:
+        return [f"verdict.trained_model: {exc}"]
+    return []

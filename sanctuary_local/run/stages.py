@@ -4,6 +4,7 @@ runs them in order; under a time budget ``execute_budgeted`` picks each stage's 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from sanctuary_local.run.followup_round import FollowupRound
 from sanctuary_local.run.overlap import OverlappedRetrieval
 from sanctuary_local.run.state import RunState
 from sanctuary_local.run.upstream import with_upstream
-from sanctuary_local.run.waves import engine_waves, generate, wave_size
+from sanctuary_local.run.waves import engine_waves, generate, trained_waves, wave_size
 
 __all__ = ["STEPS", "execute", "execute_budgeted", "stage_hyde", "verdict_calibration"]
 
@@ -104,14 +105,18 @@ def stage_verdict(run: RunState, claims: list[Claim], level: int) -> None:
         return
     run.stops.check()
     calibration = verdict_calibration(run.cfg)  # the configured prompts': a budget level shortens the reasoning
+    trained = cfg.verdict.mode == "trained"
 
-    def work(backend: Any, w: list[tuple[Claim, HydeResult, ClaimEvidence, Any]]) -> list[Prediction]:
+    def work(model: Any, w: list[tuple[Claim, HydeResult, ClaimEvidence, Any]]) -> list[Prediction]:
+        backend, tv = (None, model) if trained else (model, None)
         return verdict_stage.run_verdict([x[0] for x in w], [x[1] for x in w], [x[2] for x in w], backend, cfg.verdict,
-                                         [x[3] for x in w], calibration)
+                                         [x[3] for x in w], calibration, tv)
 
     with run.reporter.stage("verdict", len(todo)) as st:
-        stream = engine_waves(run)(st, cfg.verdict.llm, cfg.models_dir, todo, wave_size(cfg.verdict.llm), work,
-                           lambda x, e: verdict_fallback(x[0], x[1], x[2], e))
+        # trained mode: a classifier of milliseconds per claim, in this process whatever the engine
+        waves_of = functools.partial(trained_waves, cfg.verdict) if trained else engine_waves(run)
+        stream = waves_of(st, cfg.verdict.llm, cfg.models_dir, todo, wave_size(cfg.verdict.llm), work,
+                          lambda x, e: verdict_fallback(x[0], x[1], x[2], e))
         with closing(stream):
             for wave, preds, per in stream:
                 for (c, *_), p in zip(wave, preds):

@@ -15,7 +15,7 @@ from sanctuary_local.runstate import StageFile
 if TYPE_CHECKING:
     from sanctuary_local.run.state import RunState
 
-__all__ = ["engine_waves", "generate", "llm_waves", "resilient", "wave_size", "waves"]
+__all__ = ["engine_waves", "generate", "llm_waves", "resilient", "trained_waves", "wave_size", "waves"]
 
 log = logging.getLogger("sanctuary_local")
 R = TypeVar("R")
@@ -37,6 +37,25 @@ def llm_waves(st: Any, llm_cfg: Any, models_dir: str, todo: list[Any], size: int
             yield wave, results, (time.perf_counter() - t) / len(wave)
     finally:
         backend.close()
+
+
+#: Claims per call of a trained verdict model (one batch of its encoder).
+TRAINED_WAVE = 16
+
+
+def trained_waves(verdict_cfg: Any, st: Any, llm_cfg: Any, models_dir: str, todo: list[Any], size: int,
+                  run: Callable[[Any, list[Any]], list[R]],
+                  fallback: Callable[[Any, Exception], R]) -> Iterator[tuple[list[Any], list[R], float]]:
+    """``llm_waves`` for stage 3's trained mode: the verdict model (``verdict.trained_model``)
+    loaded once in this process instead of an LLM; ``llm_cfg`` and ``size`` are unused."""
+    from sanctuary_local.stages.verdict_trained import load_trained
+
+    threads = int(getattr(verdict_cfg.llm, "n_threads", 0) or 2)
+    model = st.timed_load(lambda: load_trained(verdict_cfg.trained_model, verdict_cfg.trained_rule, threads))
+    for wave in waves(todo, TRAINED_WAVE):
+        t = time.perf_counter()
+        results = resilient(wave, lambda w: run(model, w), fallback)
+        yield wave, results, (time.perf_counter() - t) / len(wave)
 
 
 def engine_waves(run: RunState) -> Callable[..., Iterator[tuple[list[Any], list[Any], float]]]:

@@ -11,6 +11,8 @@ each mode is a step of its own, chosen once by ``line(cfg)``, never a branch ins
     stance (verdict.mode = "stance"):
         score each passage's stance → calibrate + choose → justify from the stances → record
         (no prompt holds all the evidence: each distinct passage is judged on its own)
+    trained (verdict.mode = "trained", no LLM): classify → justify from the evidence → record
+        (a model learned from AVeriTeC train, ``verdict_trained`` and ``verdict_model/``)
     paper  (verdict.mode = "paper", the paper's path):
         prompt → generate → label re-ask → [parts re-ask] → [citations] → text label → record
 
@@ -45,6 +47,7 @@ from sanctuary_local.stages.verdict_prompt import (  # noqa: F401
     build_prompts, build_verdict_request, config_prompt_hash, verdict_prompt_hash, guard_flagged,
 )
 from sanctuary_local.stages.verdict_record import record
+from sanctuary_local.stages.verdict_trained import TrainedVerdict, classify, justify
 
 Step = Callable[[list[Draft], Context], list[Draft]]
 _drop_order = drop_order  # the name older callers import
@@ -52,6 +55,8 @@ _drop_order = drop_order  # the name older callers import
 
 def line(cfg: VerdictConfig, decomposed: bool = False) -> tuple[Step, ...]:
     """The steps of stage 3 for this config, in order (``record`` follows them)."""
+    if cfg.mode == "trained":
+        return (guard_flagged, classify, justify)
     if cfg.mode == "stance":
         return (guard_flagged, score_stances, choose_label, justify_stances)
     if cfg.mode == "scored":
@@ -80,14 +85,20 @@ def run_verdict(
     claims: Sequence[Claim],
     hyde: Sequence[HydeResult],
     evidence: Sequence[ClaimEvidence],
-    backend: LLMBackend,
+    backend: LLMBackend | None,
     cfg: VerdictConfig,
     parts: Sequence[Parts | None] | None = None,
     calibration: Calibration | None = None,
+    trained: TrainedVerdict | None = None,
 ) -> list[Prediction]:
     """Stage 3 for a wave of claims; predictions in claim order. ``parts``
     (``decompose.enabled``): per claim its parts, or None to verify it whole.
-    ``calibration``: checked by the caller against the model and prompts (scored mode)."""
+    ``calibration``: checked by the caller against the model and prompts (scored mode).
+    ``trained``: the loaded model of trained mode (``backend`` is then None)."""
+    if cfg.mode == "trained" and trained is None:
+        raise ValueError("run_verdict: trained mode needs the loaded model (verdict_trained.load_trained)")
+    if cfg.mode != "trained" and backend is None:
+        raise ValueError(f"run_verdict: mode {cfg.mode!r} needs an LLM backend")
     if not (len(claims) == len(hyde) == len(evidence)):
         raise ValueError(f"run_verdict: {len(claims)} claims, {len(hyde)} hyde results, {len(evidence)} evidence records")
     for c, h, e in zip(claims, hyde, evidence, strict=True):
@@ -95,7 +106,7 @@ def run_verdict(
             raise ValueError(f"run_verdict: records out of order at claim {c.index} (hyde {h.claim_index}, evidence {e.claim_index})")
     parts = list(parts) if parts is not None else [None] * len(claims)
     drafts = [Draft(c, h, e, pt) for c, h, e, pt in zip(claims, hyde, evidence, parts, strict=True)]
-    ctx = Context(backend, cfg, calibration if cfg.mode in ("scored", "stance") else None, config_prompt_hash(cfg))
+    ctx = Context(backend, cfg, calibration if cfg.mode in ("scored", "stance") else None, config_prompt_hash(cfg), trained)
     for step in line(cfg, any(pt is not None for pt in parts)):
         drafts = step(drafts, ctx)
     return record(drafts, ctx)

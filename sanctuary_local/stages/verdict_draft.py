@@ -152,13 +152,16 @@ class Draft:
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """What the steps share: the backend, the stage config, the calibration (or None)
-    and the hash of the templates this config uses."""
+    """What the steps share: the backend, the stage config, the calibration (or None),
+    the hash of the templates this config uses and, in trained mode, the model."""
 
-    backend: LLMBackend
+    backend: LLMBackend | None
+    """None in trained mode (no LLM)."""
     cfg: VerdictConfig
     calibration: Calibration | None = None
     prompts_hash: str = ""
+    trained: Any = None
+    """trained mode: the loaded model and its rule (``verdict_trained.TrainedVerdict``)."""
 
 
 def _softmax(z: Sequence[float]) -> list[float]:

@@ -26,6 +26,8 @@ def config_prompt_hash(cfg: VerdictConfig) -> str:
     stance mode the stance prompt and its settings."""
     if cfg.mode == "stance":
         return stance_prompt_hash(cfg)
+    if cfg.mode == "trained":  # no template: the model (its files are in the run's fingerprint) and its rule
+        return hashlib.sha256(f"trained\0{cfg.trained_model}\0rule={cfg.trained_rule}".encode()).hexdigest()[:16]
     if cfg.mode == "scored":
         if cfg.reasoning_tokens:  # the reasoning's cap (and penalty) change the scores too: hashed with the templates
             templates = verdict_prompt_hash(cfg.prompt, cfg.scored_label_prompt)

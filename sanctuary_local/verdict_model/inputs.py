@@ -1,0 +1,86 @@
+"""What a trained verdict model reads: one claim and its question–answer evidence.
+
+The same record is built from two sources, so that a model trained on one reads the other:
+
+- ``from_gold``: a labelled claim's gold questions and answers (AVeriTeC train, or dev for
+  ``verdict-model eval``); a Boolean answer carries its explanation, as the annotators wrote it;
+- ``from_items``: the pipeline's evidence items (the question, and a retrieved snippet as its
+  answer), after stage 3's redaction of text that looks like an instruction to a model.
+
+``render`` turns it into the one text the models read; answers are cut to ``answer_words``
+so that every question fits the encoder's window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sanctuary_local.records import Claim, EvidenceItem
+
+#: The text of a gold answer the annotators could not find.
+UNANSWERABLE = "No answer could be found."
+
+
+@dataclass(frozen=True, slots=True)
+class QAPair:
+    """One question and the answer the evidence gives it (a gold answer or a snippet)."""
+
+    question: str
+    answer: str
+    url: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictInput:
+    """A claim and its evidence, as a trained verdict model reads it."""
+
+    claim: str
+    pairs: tuple[QAPair, ...] = ()
+    label: str | None = None
+    """The gold label, when known (training and evaluation)."""
+
+
+def _gold_answer(answer: str, answer_type: str, explanation: str) -> str:
+    if answer_type == "Unanswerable" or not answer.strip():
+        return UNANSWERABLE
+    if explanation.strip():
+        return f"{answer.strip()}. {explanation.strip()}"
+    return answer.strip()
+
+
+def from_gold(claim: Claim) -> VerdictInput:
+    """A claim with its gold question–answer pairs (one pair per answer)."""
+    pairs = []
+    for q in claim.gold_questions:
+        answers = q.answers or ()
+        if not answers:
+            pairs.append(QAPair(q.question, UNANSWERABLE))
+        for a in answers:
+            pairs.append(QAPair(q.question, _gold_answer(a.answer, a.answer_type, a.boolean_explanation), a.source_url))
+    return VerdictInput(claim.text, tuple(pairs), claim.gold_label)
+
+
+def from_items(claim: Claim, items: Sequence[EvidenceItem]) -> VerdictInput:
+    """A claim with the pipeline's evidence items (question, snippet text, URL)."""
+    return VerdictInput(claim.text, tuple(QAPair(i.question, i.answer, i.url) for i in items), claim.gold_label)
+
+
+def _cut(text: str, words: int) -> str:
+    parts = text.split()
+    return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
+
+
+def render_evidence(x: VerdictInput, answer_words: int = 48, max_pairs: int = 10) -> str:
+    """The evidence as one text: ``Q: … A: …`` per pair, answers cut to ``answer_words``."""
+    return " ".join(f"Q: {' '.join(p.question.split())} A: {_cut(p.answer, answer_words)}" for p in x.pairs[:max_pairs])
+
+
+def render(x: VerdictInput, answer_words: int = 48, max_pairs: int = 10) -> str:
+    """Claim and evidence as one text (the TF-IDF model's input)."""
+    return f"Claim: {' '.join(x.claim.split())} {render_evidence(x, answer_words, max_pairs)}"
+
+
+def without(x: VerdictInput, k: int) -> VerdictInput:
+    """The input with its ``k``-th pair left out (what a pair weighs: the justification)."""
+    return VerdictInput(x.claim, x.pairs[:k] + x.pairs[k + 1:], x.label)

@@ -1,0 +1,77 @@
+"""The floor: word and bigram TF-IDF of claim + evidence, then logistic regression.
+
+Stored without pickle (a model file must never run code on load): the vocabulary as JSON,
+the IDF weights and the regression's coefficients as a ``.npz`` of plain arrays. At
+inference the probabilities are the multinomial softmax of ``X · coefᵀ + intercept``,
+exactly what scikit-learn's ``predict_proba`` computes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from sanctuary_local.records import LABELS
+from sanctuary_local.verdict_model.base import Progress, TrainSettings, class_weights, softmax
+from sanctuary_local.verdict_model.inputs import VerdictInput, render
+
+VOCABULARY = "vocabulary.json"
+ARRAYS = "tfidf_lr.npz"
+#: The vectoriser's settings: saved nowhere else, so a change here is a new model kind.
+_VECTORIZER = {"ngram_range": (1, 2), "min_df": 2, "sublinear_tf": True, "lowercase": True,
+               "strip_accents": "unicode", "max_features": 200_000}
+
+
+def _vectorizer(vocabulary: dict[str, int] | None = None):  # noqa: ANN202 - sklearn type
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    return TfidfVectorizer(vocabulary=vocabulary, dtype=np.float32, **_VECTORIZER)
+
+
+def train_tfidf(xs: Sequence[VerdictInput], s: TrainSettings, out: Path, progress: Progress | None = None) -> dict:
+    """Fit on ``xs`` (each with its label), write the model files into ``out``; returns
+    what the model card records of the training."""
+    from sklearn.linear_model import LogisticRegression
+
+    texts = [render(x, s.answer_words) for x in xs]
+    y = np.array([LABELS.index(x.label) for x in xs])
+    vec = _vectorizer()
+    features = vec.fit_transform(texts)
+    weights = class_weights([x.label for x in xs], s.class_weight)
+    lr = LogisticRegression(C=s.c, max_iter=2000, random_state=s.seed,
+                            class_weight={i: float(w) for i, w in enumerate(weights)})
+    lr.fit(features, y)
+    if progress is not None:
+        progress(1, 1, None)
+    if list(lr.classes_) != list(range(len(LABELS))):
+        raise ValueError(f"the training claims lack labels: only {[LABELS[i] for i in lr.classes_]} occur")
+    vocab = {t: int(i) for t, i in sorted(vec.vocabulary_.items(), key=lambda kv: kv[1])}
+    (out / VOCABULARY).write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    np.savez(out / ARRAYS, idf=vec.idf_.astype(np.float32), coef=lr.coef_.astype(np.float32),
+             intercept=lr.intercept_.astype(np.float32))
+    return {"features": int(features.shape[1]), "iterations": int(np.max(lr.n_iter_))}
+
+
+class TfidfModel:
+    """A TF-IDF + logistic-regression verdict model read from its directory."""
+
+    kind = "tfidf"
+
+    def __init__(self, directory: Path, sha256: str, answer_words: int) -> None:
+        self.directory, self.sha256, self.answer_words = directory, sha256, answer_words
+        vocab = json.loads((directory / VOCABULARY).read_text(encoding="utf-8"))
+        with np.load(directory / ARRAYS, allow_pickle=False) as arrays:
+            idf, self._coef, self._intercept = arrays["idf"], arrays["coef"], arrays["intercept"]
+        if self._coef.shape != (len(LABELS), len(vocab)) or idf.shape != (len(vocab),):
+            raise ValueError(f"{directory}: the TF-IDF arrays do not match its vocabulary of {len(vocab)} terms")
+        self._vec = _vectorizer(vocab)
+        self._vec.idf_ = idf
+
+    def predict_proba(self, xs: Sequence[VerdictInput]) -> np.ndarray:
+        if not xs:
+            return np.zeros((0, len(LABELS)))
+        features = self._vec.transform([render(x, self.answer_words) for x in xs])
+        return softmax(np.asarray(features @ self._coef.T) + self._intercept)

@@ -1,0 +1,139 @@
+"""``verdict-model train``: fit a verdict model on labelled claims and write its directory.
+
+The directory is built beside ``--out`` and renamed into place only when complete (never
+half a model); its ``model_card.json`` records the training data's SHA-256 and label counts,
+the exact command, the library versions, the base model's SHA-256, the settings, the wall
+time and the metrics on every eval range given (gold evidence, ``evaluate.evaluate``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import shutil
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from sanctuary_local.errors import UserError
+from sanctuary_local.io.claims import load_json_file, parse_claim, read_claims
+from sanctuary_local.records import LABELS, Claim
+from sanctuary_local.verdict_model.base import Progress, TrainSettings
+from sanctuary_local.verdict_model.evaluate import evaluate, labelled
+from sanctuary_local.verdict_model.store import (
+    CARD, check_out_dir, directory_sha256, load_model, publish, staging_dir, write_json,
+)
+
+LIBRARIES = ("numpy", "scikit-learn", "torch", "transformers", "tokenizers", "sanctuary-local")
+
+
+@dataclass(frozen=True, slots=True)
+class EvalRange:
+    """Claims ``start:stop`` of a claims file, scored on their gold evidence after training."""
+
+    path: Path
+    start: int
+    stop: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.name}[{self.start}:{self.stop}]"
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for lib in LIBRARIES:
+        try:
+            out[lib] = metadata.version(lib)
+        except metadata.PackageNotFoundError:
+            out[lib] = "not installed"
+    return out
+
+
+def read_training_claims(path: Path) -> tuple[list[Claim], list[dict[str, Any]]]:
+    """The claims of a training file, and the entries skipped because their claim text is
+    empty (AVeriTeC train has one, entry 1948). Any other bad entry stops with one line."""
+    data = load_json_file(path, "claims file")
+    if not isinstance(data, list):
+        raise UserError(f"{path}: expected a JSON array of claims at the top level, got {type(data).__name__}")
+    claims, skipped = [], []
+    for i, entry in enumerate(data):
+        if isinstance(entry, dict) and isinstance(entry.get("claim"), str) and not entry["claim"].strip():
+            skipped.append({"index": i, "reason": "empty claim text"})
+            continue
+        claims.append(parse_claim(entry, i, str(path)))
+    return claims, skipped
+
+
+def training_inputs(path: Path) -> tuple[list, list[dict[str, Any]]]:
+    """The labelled claims of a training file as inputs, and the skipped entries; a
+    one-line error if the file is unusable."""
+    claims, skipped = read_training_claims(path)
+    if not claims:
+        raise UserError(f"{path}: no claims to train on")
+    xs = labelled(claims, str(path))
+    absent = [lab for lab in LABELS if not any(x.label == lab for x in xs)]
+    if absent:
+        raise UserError(f"{path}: no claim is labelled {', '.join(repr(a) for a in absent)}; a verdict model needs every label")
+    return xs, skipped
+
+
+def _fit(xs: list, s: TrainSettings, tmp: Path, progress: Progress | None) -> tuple[dict, dict]:
+    if s.base == "tfidf":
+        from sanctuary_local.verdict_model.tfidf import train_tfidf
+
+        return train_tfidf(xs, s, tmp, progress), {"name": "tfidf", "sha256": None}
+    from sanctuary_local.models import resolve_model
+    from sanctuary_local.verdict_model.encoder import train_encoder
+
+    base_dir = resolve_model(s.base)
+    info = train_encoder(xs, s, base_dir, tmp, progress)
+    return info, {"name": s.base, "path": str(base_dir), "sha256": directory_sha256(base_dir)}
+
+
+def train(train_path: Path, out: Path, settings: TrainSettings, evals: Sequence[EvalRange] = (),
+          command: str = "", progress: Progress | None = None) -> dict[str, Any]:
+    """Train, score the eval ranges with the written model, publish ``out``; returns the card."""
+    xs, skipped = training_inputs(train_path)
+    eval_sets = []
+    for e in evals:  # read before training: a bad eval file fails fast, not after an hour
+        claims = read_claims(e.path)
+        if not 0 <= e.start < e.stop <= len(claims):
+            raise UserError(f"{e.path}: eval range {e.start}:{e.stop} is outside its {len(claims)} claims")
+        eval_sets.append((e, labelled(claims[e.start:e.stop], f"{e.path} [{e.start}:{e.stop}]")))
+    check_out_dir(out)
+    tmp = staging_dir(out)
+    t0 = time.perf_counter()
+    try:
+        info, base = _fit(xs, settings, tmp, progress)
+        wall = time.perf_counter() - t0
+        card: dict[str, Any] = {
+            "kind": "tfidf" if settings.base == "tfidf" else "encoder",
+            "labels": list(LABELS), "settings": asdict(settings), "base_model": base, "training": info,
+            "train_data": {"path": str(train_path), "sha256": file_sha256(train_path), "claims": len(xs),
+                           "labels": dict(Counter(x.label for x in xs).most_common()),
+                           "skipped": skipped},
+            "command": command, "libraries": _versions(), "train_seconds": round(wall, 1),
+            "files_sha256": directory_sha256(tmp),
+        }
+        write_json(tmp / CARD, card)
+        model = load_model(str(tmp), settings.threads)
+        card["eval"] = {e.name: evaluate(model, exs) for e, exs in eval_sets}
+        write_json(tmp / CARD, card)
+        publish(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return card
