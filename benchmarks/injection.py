@@ -331,11 +331,11 @@ class Memo:
 
 def run_flips(cases: Sequence[Case], templates: Sequence[Template], backend: Any, vcfg: Any, work: Path, *,
               calibration: Any = None, control: bool = True, quiet: bool = False,
-              log: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
+              log: Callable[[str], None] | None = None, trained: Any = None) -> dict[str, dict[str, Any]]:
     """Stage 3 on the attacked evidence of every claim with a clean stage-3 label, one
     claim at a time, each result persisted (``flips_<template>.jsonl``, resumable); then
     per template ``flip_stats`` and the per-claim rows. ``control``: also stage 3 on the
-    clean evidence (row ``none``)."""
+    clean evidence (row ``none``). ``trained``: the loaded model of trained mode (``backend`` None)."""
     from sanctuary_local.runstate import StageFile
     from sanctuary_local.stages.verdict import run_verdict
 
@@ -350,7 +350,7 @@ def run_flips(cases: Sequence[Case], templates: Sequence[Template], backend: Any
         for k, c in enumerate(todo, 1):
             ev = c.evidence if t is None else plant(c.evidence, t, c.target)
             t0, hits = time.perf_counter(), getattr(backend, "hits", 0)
-            [p] = run_verdict([c.claim], [c.hyde], [ev], backend, vcfg, calibration=calibration)
+            [p] = run_verdict([c.claim], [c.hyde], [ev], backend, vcfg, calibration=calibration, trained=trained)
             sf.append(c.claim.index, p, {"template": name, "target": c.target, "clean_label": c.clean_label,
                                          "seconds": round(time.perf_counter() - t0, 3),
                                          "from_memory": getattr(backend, "hits", 0) > hits})
@@ -600,6 +600,12 @@ def flip_rates(args: argparse.Namespace, cfg: Any, run_cfg: Any, cases: list[Cas
         calibration = prepared_calibration(cfg.verdict, cfg.models_dir)
     except UserError as exc:  # another configuration's results in --work, or a refused calibration
         sys.exit(f"error: {exc}")
+    if cfg.verdict.mode == "trained":  # no LLM: the classifier reads the attacked evidence
+        from sanctuary_local.stages.verdict_trained import load_trained
+
+        tv = load_trained(cfg.verdict.trained_model, cfg.verdict.trained_rule)
+        flips = run_flips(cases, templates, None, cfg.verdict, work, control=args.control, quiet=args.quiet, trained=tv)
+        return flips, f"{cfg.verdict.trained_model} (sha256 {tv.model.sha256[:16]})", diffs
     backend = Memo(make_backend(cfg.verdict.llm, cfg.models_dir))
     try:
         flips = run_flips(cases, templates, backend, cfg.verdict, work, calibration=calibration,

@@ -185,17 +185,23 @@ def oracle_run(args: argparse.Namespace, claims: list, work: Path) -> Path:
         from sanctuary_local.stages.calibration import prepared_calibration
 
         calibration = prepared_calibration(cfg.verdict, cfg.models_dir)  # the same label calibration as the system row
-        backend = make_backend(cfg.verdict.llm, cfg.models_dir)
+        trained = None
+        if cfg.verdict.mode == "trained":  # the classifier, no LLM
+            from sanctuary_local.stages.verdict_trained import load_trained
+
+            trained = load_trained(cfg.verdict.trained_model, cfg.verdict.trained_rule)
+        backend = make_backend(cfg.verdict.llm, cfg.models_dir) if trained is None else None
         try:
             for i, c in enumerate(todo, 1):
                 t = time.perf_counter()
                 [p] = run_verdict([c], [HydeResult(c.index, None, ())], [oracle_evidence(c)], backend, cfg.verdict,
-                                  calibration=calibration)
+                                  calibration=calibration, trained=trained)
                 sf.append(c.index, p, {"seconds": time.perf_counter() - t})
                 if not args.quiet:
                     print(f"oracle {i}/{len(todo)} claim {c.index}: {p.label}", file=sys.stderr)
         finally:
-            backend.close()
+            if backend is not None:
+                backend.close()
     return out
 
 

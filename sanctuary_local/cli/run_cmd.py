@@ -150,8 +150,12 @@ def label_scores_line(meta: dict[str, Any]) -> str:
     if len(probs) != len(labels) or not probs:
         return ""
     ranked = sorted(zip(labels, probs, strict=True), key=lambda kv: -float(kv[1]))
+    shown = ", ".join(f"{lab} {float(pr):.2f}" for lab, pr in ranked)
+    if meta.get("verdict_mode") == "trained":
+        rule = ", label by the fitted decision rule" if ls.get("calibrated") else ""
+        return f"label probabilities (trained model{rule}): {shown}"
     kind = "calibrated" if ls.get("calibrated") else "raw"
-    return f"label scores ({kind}): " + ", ".join(f"{lab} {float(pr):.2f}" for lab, pr in ranked)
+    return f"label scores ({kind}): {shown}"
 
 
 def _gold_labels(claims: Path) -> dict[int, str]:

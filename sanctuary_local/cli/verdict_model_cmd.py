@@ -26,8 +26,8 @@ def _range(spec: str) -> tuple[int, int]:
 
 def _metrics_table(title: str, result: dict) -> Table:
     t = Table(title=title)
-    for col in ("row", "accuracy", "macro-F1", *(lab.split("/")[0] + " F1" for lab in result["model"]["per_class"])):
-        t.add_column(col)
+    for col in ("row", "accuracy", "macro-F1", "F1 Supported", "F1 Refuted", "F1 NEE", "F1 Conflicting"):
+        t.add_column(col, overflow="fold")
     rows = [("model", result["model"])]
     if "argmax" in result:
         rows.append(("model, argmax (no rule)", result["argmax"]))

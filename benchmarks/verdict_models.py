@@ -1,0 +1,198 @@
+"""Trained verdict candidates on the same folds: gold evidence and the pipeline's evidence.
+
+Each candidate is a model directory written by ``sanctuary-local verdict-model train``.
+Per candidate, one row of ``benchmarks/results/verdict_models.md``:
+
+- **gold evidence** (``verdict-model eval``'s figures): dev 0-49 and 100-249, argmax;
+- **pipeline evidence, dev 0-49**: stage 3's trained mode itself (``stages.verdict.run_verdict``,
+  redaction and justification included) on the stage-1/2 records of a finished ``cpu`` run
+  (``--pipeline-run``, e.g. ``runs/quality_e2e/<label>/run`` of ``quality_e2e.py``), with
+  accuracy, macro-F1 and the AVeriTeC score at 0.25 (Hungarian METEOR of the run's evidence);
+- with ``--fit-run`` (the same for dev 100-149, the fit range), two more rows per candidate,
+  fitted there and scored on pipeline 0-49: the decision rule (per-label offsets,
+  ``verdict_model.decision``) and a stack of the model's log-probabilities with stage 1's
+  label (multinomial logistic regression, C 1, balanced);
+- training wall time (its model card), stage-3 seconds per claim on the pipeline run
+  (classification + justification, measured here), and the weights' size.
+
+The majority class (Refuted) is the first row. Dev 50-99 is never read here.
+
+    python benchmarks/verdict_models.py --candidate a_tfidf=runs/vm/tfidf --candidate b_minilm=runs/vm/minilm \\
+        --pipeline-run runs/quality_e2e/trained_dev0-49/run --fit-run runs/quality_e2e/trained_dev100-149/run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from sanctuary_local.config import VerdictConfig  # noqa: E402
+from sanctuary_local.evaluation.labels import label_metrics  # noqa: E402
+from sanctuary_local.evaluation.meteor import averitec_hits, batch_utilities  # noqa: E402
+from sanctuary_local.io.claims import read_claims  # noqa: E402
+from sanctuary_local.io.predictions import gold_to_solution  # noqa: E402
+from sanctuary_local.records import HYDE_LABELS, LABELS, REFUTED, ClaimEvidence, HydeResult  # noqa: E402
+from sanctuary_local.runstate import STAGE_FILES, StageFile  # noqa: E402
+from sanctuary_local.stages import verdict  # noqa: E402
+from sanctuary_local.stages.verdict_trained import TrainedVerdict, load_trained  # noqa: E402
+from sanctuary_local.verdict_model.decision import decide, fit_offsets  # noqa: E402
+from sanctuary_local.verdict_model.evaluate import labelled  # noqa: E402
+from sanctuary_local.verdict_model.store import load_model, read_card  # noqa: E402
+
+DEV = REPO.parent / "shared" / "data" / "averitec" / "dev_part_a.json"
+RESULTS = REPO / "benchmarks" / "results"
+GOLD_RANGES = ((0, 50), (100, 250))
+
+
+def _m(gold: list[str], pred: list[str], hits: list[float] | None = None) -> dict[str, Any]:
+    m = label_metrics(gold, pred)
+    out = {"accuracy": round(m.accuracy, 3), "macro_f1": round(m.macro_f1, 3)}
+    if hits is not None:
+        out["averitec"] = round(float(np.mean(hits)), 3)
+    return out
+
+
+class PipelineRun:
+    """The stage-1/2 records of a finished run, its claims and each claim's evidence utility."""
+
+    def __init__(self, run: Path, claims_path: Path) -> None:
+        hyde = StageFile(run / STAGE_FILES["hyde"], HydeResult.from_dict, repair=False).records
+        evidence = StageFile(run / STAGE_FILES["retrieval"], ClaimEvidence.from_dict, repair=False).records
+        claims = {c.index: c for c in read_claims(claims_path)}
+        self.indices = sorted(set(hyde) & set(evidence))
+        if not self.indices:
+            raise SystemExit(f"{run}: no claim has both stage-1 and stage-2 records")
+        self.claims = [claims[i] for i in self.indices]
+        self.hyde = [hyde[i] for i in self.indices]
+        self.evidence = [evidence[i] for i in self.indices]
+        self.gold = [c.gold_label or "" for c in self.claims]
+        self.name = f"{run} (dev {self.indices[0]}-{self.indices[-1]}, {len(self.indices)} claims)"
+        self.utility: list[float] | None = None
+
+    def predict(self, model_dir: Path, rule: bool = False) -> tuple[list[Any], float]:
+        """Stage 3's trained mode on every claim; (predictions, seconds per claim)."""
+        tv = load_trained(str(model_dir), use_rule=rule)
+        cfg = VerdictConfig(mode="trained", trained_model=str(model_dir), trained_rule=rule)
+        t = time.perf_counter()
+        preds = verdict.run_verdict(self.claims, self.hyde, self.evidence, None, cfg, trained=tv)
+        return preds, (time.perf_counter() - t) / len(preds)
+
+    def hits(self, labels: list[str], preds: list[Any]) -> list[float]:
+        if self.utility is None:  # the evidence is the same for every candidate: scored once
+            gold_pairs = [tuple(r.qa_pairs) for r in gold_to_solution(self.claims)]
+            pred_pairs = [tuple((e.question, e.answer) for e in p.evidence) for p in preds]
+            self.utility = [qa for _, qa in batch_utilities(pred_pairs, gold_pairs, workers=1)]
+        return [averitec_hits(u, lab == g, 0.25) for u, lab, g in zip(self.utility, labels, self.gold)]
+
+
+def _stage1_features(probs: np.ndarray, hyde: list[HydeResult]) -> np.ndarray:
+    onehot = np.array([[float(h.provisional_label == lab) for lab in HYDE_LABELS] for h in hyde])
+    return np.hstack([np.log(np.clip(probs, 1e-9, 1)), onehot])
+
+
+def _stack(fit: PipelineRun, fit_probs: np.ndarray, test: PipelineRun, test_probs: np.ndarray) -> list[str]:
+    from sklearn.linear_model import LogisticRegression
+
+    lr = LogisticRegression(C=1.0, max_iter=2000, class_weight="balanced")
+    lr.fit(_stage1_features(fit_probs, fit.hyde), fit.gold)
+    return list(lr.predict(_stage1_features(test_probs, test.hyde)))
+
+
+def candidate_rows(name: str, model_dir: Path, pipe: PipelineRun | None, fit: PipelineRun | None) -> list[dict[str, Any]]:
+    card = read_card(model_dir)
+    model = load_model(str(model_dir))
+    size = sum(f.stat().st_size for f in model_dir.rglob("*") if f.is_file())
+    row: dict[str, Any] = {"candidate": name, "kind": card["kind"], "base": card["base_model"]["name"],
+                           "train_s": card.get("train_seconds"), "weights_mb": round(size / 1e6, 1)}
+    for a, b in GOLD_RANGES:
+        xs = labelled(read_claims(DEV)[a:b], f"dev {a}:{b}")
+        row[f"gold_{a}-{b - 1}"] = _m([x.label or "" for x in xs], decide(model.predict_proba(xs)))
+    rows = [row]
+    if pipe is None:
+        return rows
+    preds, per = pipe.predict(model_dir)
+    labels = [p.label for p in preds]
+    row["pipeline"] = _m(pipe.gold, labels, pipe.hits(labels, preds))
+    row["stage3_s_per_claim"] = round(per, 4)
+    if fit is not None:
+        probs = np.array([p.meta["label_scores"]["probabilities"] for p in preds])
+        fit_preds, _ = fit.predict(model_dir)
+        fit_probs = np.array([p.meta["label_scores"]["probabilities"] for p in fit_preds])
+        offsets = fit_offsets(fit_probs, fit.gold)
+        ruled = decide(probs, offsets)
+        rows.append({"candidate": f"{name} + rule fitted on pipeline 100-149", "offsets": offsets,
+                     "pipeline": _m(pipe.gold, ruled, pipe.hits(ruled, preds))})
+        stacked = _stack(fit, fit_probs, pipe, probs)
+        rows.append({"candidate": f"{name} + stage-1 label, stacked on pipeline 100-149",
+                     "pipeline": _m(pipe.gold, stacked, pipe.hits(stacked, preds))})
+    return rows
+
+
+def majority_row(pipe: PipelineRun | None) -> dict[str, Any]:
+    row: dict[str, Any] = {"candidate": f"majority class ({REFUTED})"}
+    for a, b in GOLD_RANGES:
+        gold = [c.gold_label or "" for c in read_claims(DEV)[a:b]]
+        row[f"gold_{a}-{b - 1}"] = _m(gold, [REFUTED] * len(gold))
+    if pipe is not None:
+        row["pipeline"] = _m(pipe.gold, [REFUTED] * len(pipe.gold), [0.0] * len(pipe.gold))
+    return row
+
+
+def _cell(m: dict[str, Any] | None, keys: tuple[str, ...] = ("accuracy", "macro_f1")) -> str:
+    return " / ".join(f"{m[k]:.3f}" for k in keys if k in m) if m else "-"
+
+
+def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    lines = [f"# Trained verdict candidates ({meta['date']})", "",
+             f"Machine: {meta['cpus']} CPUs, load average {meta['load']} at the end. Pipeline evidence: "
+             f"{meta['pipeline_run'] or 'not given'}; fit range for the rule and the stack: {meta['fit_run'] or 'not given'}. "
+             "Dev 50-99 is never read here.", "",
+             "| candidate | gold dev 0-49 acc / macro-F1 | gold dev 100-249 acc / macro-F1 | pipeline dev 0-49 acc / macro-F1 / AVeriTeC@0.25 "
+             "| training s | stage 3 s/claim | weights MB |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['candidate']} | {_cell(r.get('gold_0-49'))} | {_cell(r.get('gold_100-249'))} | "
+                     f"{_cell(r.get('pipeline'), ('accuracy', 'macro_f1', 'averitec'))} | {r.get('train_s', '-')} | "
+                     f"{r.get('stage3_s_per_claim', '-')} | {r.get('weights_mb', '-')} |")
+    lines += ["", "Stage 3 s/claim: the trained mode's classification and its justification (one occlusion pass "
+              "per evidence pair) on the pipeline run's records, in this process. Training s: the model card's wall time."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--candidate", action="append", required=True, metavar="NAME=MODEL_DIR")
+    ap.add_argument("--pipeline-run", type=Path, help="a finished run on dev 0-49 (its stage-1/2 records are read)")
+    ap.add_argument("--fit-run", type=Path, help="a finished run on dev 100-149: fits the rule and the stack")
+    ap.add_argument("--label", default="verdict_models")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    pipe = PipelineRun(args.pipeline_run, DEV) if args.pipeline_run else None
+    fit = PipelineRun(args.fit_run, DEV) if args.fit_run else None
+    if pipe is not None and any(50 <= i < 100 for i in pipe.indices + (fit.indices if fit else [])):
+        raise SystemExit("dev 50-99 is the held-out range: it is never read here")
+    rows = [majority_row(pipe)]
+    for spec in args.candidate:
+        name, _, path = spec.partition("=")
+        rows += candidate_rows(name, Path(path), pipe, fit)
+        print(json.dumps(rows[-1]), flush=True)
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
+            "load": [round(x, 2) for x in os.getloadavg()], "pipeline_run": pipe.name if pipe else None,
+            "fit_run": fit.name if fit else None}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{args.label}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    (args.out / f"{args.label}.md").write_text(to_markdown(rows, meta))
+    print(to_markdown(rows, meta))
+
+
+if __name__ == "__main__":
+    main()
