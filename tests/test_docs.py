@@ -167,8 +167,10 @@ def test_every_readme_command_parses(line: str, args: list[str] | None) -> None:
         assert option in known, f"{line!r}: {option} is not an option of `sanctuary-local {' '.join(path)}`"
         assert option in result.output, f"{line!r}: {option} is not shown in `{' '.join(path)} --help`"
     # click's own parser: arity, values of fixed choices, required options and arguments
-    ctx = cmd.make_context(" ".join(["sanctuary-local", *path]), list(rest))
-    ctx.close()
+    try:
+        cmd.make_context(" ".join(["sanctuary-local", *path]), list(rest)).close()
+    except Exception as exc:  # noqa: BLE001 - click's, typer's or a value converter's error: all mean "does not parse"
+        pytest.fail(f"{line!r} does not parse: {type(exc).__name__}: {exc}")
 
 
 def _strip_code(text: str) -> str:
