@@ -10,26 +10,29 @@ import typer
 from rich.console import Console
 from rich.markdown import Markdown
 
+from sanctuary_local.cli.help_panels import ADVANCED, INPUTS, MODELS, OUTPUTS
 from sanctuary_local.errors import UserError
 
 console = Console()
 
 
 def bench(
-    profile: str = typer.Option("cpu", "--profile", help="cpu | paper | a profile file."),
-    claims: Path = typer.Option(None, "--claims", help="AVeriTeC claims JSON (with --store)."),
-    store: Path = typer.Option(None, "--store", help="Knowledge store dir or zip (with --claims)."),
-    synthetic: int = typer.Option(0, "--synthetic", help="Generate N synthetic claims + store instead."),
-    scale: float = typer.Option(0.05, "--scale", help="Synthetic store size (1.0 ≈ 95 MB/claim, the real store's)."),
-    limit: int = typer.Option(None, "--limit", help="Only the first N claims."),
-    out: Path = typer.Option(None, "--out", help="Run directory (default: a temporary one)."),
-    results_dir: Path = typer.Option(Path("benchmarks/results"), "--results-dir", help="Where bench_<label>.* go."),
-    label: str = typer.Option(None, "--label", help="Result name (default: <profile>_<source>_<N>)."),
-    set_: list[str] = typer.Option([], "--set", help="Config override key=value (repeatable), as in `run`."),
-    from_timings: Path = typer.Option(None, "--from-timings", help="Report an existing run's timings.json; no run."),
-    compare_: tuple[Path, Path] | None = typer.Option(None, "--compare", help="Print B/A per stage of two bench JSONs (A = before, B = after); with --label also write bench_compare_<label>.{json,md,png} (a before/after chart)."),
+    claims: Path = typer.Option(None, "--claims", help="AVeriTeC claims JSON (with --store).", rich_help_panel=INPUTS),
+    store: Path = typer.Option(None, "--store", help="Knowledge store dir or zip (with --claims).", rich_help_panel=INPUTS),
+    synthetic: int = typer.Option(0, "--synthetic", help="Generate N synthetic claims + store instead.", rich_help_panel=INPUTS),
+    scale: float = typer.Option(0.05, "--scale", help="Synthetic store size (1.0 ≈ 95 MB/claim, the real store's).", rich_help_panel=INPUTS),
+    limit: int = typer.Option(None, "--limit", help="Only the first N claims.", rich_help_panel=INPUTS),
+    out: Path = typer.Option(None, "--out", help="Run directory (default: a temporary one).", rich_help_panel=OUTPUTS),
+    results_dir: Path = typer.Option(Path("benchmarks/results"), "--results-dir", help="Where bench_<label>.* go.", rich_help_panel=OUTPUTS),
+    label: str = typer.Option(None, "--label", help="Result name (default: <profile>_<source>_<N>).", rich_help_panel=OUTPUTS),
+    profile: str = typer.Option("cpu", "--profile", help="cpu | paper | a profile file.", rich_help_panel=MODELS),
+    set_: list[str] = typer.Option([], "--set", help="Config override key=value (repeatable), as in `run`.", rich_help_panel=MODELS),
+    from_timings: Path = typer.Option(None, "--from-timings", help="Report an existing run's timings.json; no run.", rich_help_panel=ADVANCED),
+    compare_: tuple[Path, Path] | None = typer.Option(None, "--compare", help="Print B/A per stage of two bench JSONs (A = before, B = after); with --label also write bench_compare_<label>.{json,md,png} (a before/after chart).", rich_help_panel=ADVANCED),
 ) -> None:
-    """Run the pipeline on N claims (or read a run's timings.json) and write JSON/markdown/PNG."""
+    """Time the pipeline per stage on N claims and write the figures as JSON, markdown and a chart.
+
+    With --from-timings it reads a finished run's timings.json instead; with --compare it compares two bench results."""
     from sanctuary_local import bench as b
 
     if compare_:

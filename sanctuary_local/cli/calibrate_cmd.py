@@ -6,28 +6,30 @@ from pathlib import Path
 
 import typer
 
+from sanctuary_local.cli.help_panels import ADVANCED, INPUTS, MODELS, OUTPUTS
+
 
 def calibrate(
     run_dir: Path = typer.Argument(..., help="The --out directory of a finished `run` made with verdict.mode = scored "
                                    "or stance."),
-    claims: Path = typer.Option(..., "--claims", help="The claims file of that run, with gold labels (AVeriTeC format)."),
-    out: Path = typer.Option(..., "--out", help="Where the calibration JSON goes (refused if it is RUN_DIR's own files)."),
+    claims: Path = typer.Option(..., "--claims", help="The claims file of that run, with gold labels (AVeriTeC format).", rich_help_panel=INPUTS),
+    out: Path = typer.Option(..., "--out", help="Where the calibration JSON goes (refused if it is RUN_DIR's own files).", rich_help_panel=OUTPUTS),
     model: str = typer.Option("logistic", "--model", help="logistic: multinomial logistic regression on the label "
                               "scores (or stances) and stage 1's label (default); scaling: per-label bias, "
-                              "temperature, prior weight (scored runs only)."),
-    c: float = typer.Option(1.0, "--C", min=1e-6, help="logistic: inverse L2 strength (scikit-learn's C)."),
+                              "temperature, prior weight (scored runs only).", rich_help_panel=MODELS),
+    c: float = typer.Option(1.0, "--C", min=1e-6, help="logistic: inverse L2 strength (scikit-learn's C).", rich_help_panel=ADVANCED),
     balanced: bool = typer.Option(False, "--balanced", help="logistic: weigh each label by the inverse of its "
-                                  "frequency (rarer labels predicted more often: macro-F1 over accuracy)."),
-    prior: bool = typer.Option(True, "--prior/--no-prior", help="scaling: fit a weight for stage 1's provisional label."),
-    temperature: bool = typer.Option(True, "--temperature/--no-temperature", help="scaling: fit a temperature (else 1)."),
-    l2: float = typer.Option(0.1, "--l2", min=0.0, help="scaling: L2 penalty on the biases and the prior weight."),
-    models_dir: str = typer.Option("models", "--models-dir", help="Where fetched models live (for the model's SHA-256)."),
+                                  "frequency (rarer labels predicted more often: macro-F1 over accuracy).", rich_help_panel=ADVANCED),
+    prior: bool = typer.Option(True, "--prior/--no-prior", help="scaling: fit a weight for stage 1's provisional label.", rich_help_panel=ADVANCED),
+    temperature: bool = typer.Option(True, "--temperature/--no-temperature", help="scaling: fit a temperature (else 1).", rich_help_panel=ADVANCED),
+    l2: float = typer.Option(0.1, "--l2", min=0.0, help="scaling: L2 penalty on the biases and the prior weight.", rich_help_panel=ADVANCED),
+    models_dir: str = typer.Option("models", "--models-dir", help="Where fetched models live (for the model's SHA-256).", rich_help_panel=MODELS),
 ) -> None:
-    """Fit a label calibration (by default a multinomial logistic regression on the four
-    label scores — or, for a stance-mode run, the passages' stance features — and stage 1's label; --model scaling: a per-label bias, a temperature and a
-    stage-1 prior weight) on the raw label scores of RUN_DIR against the gold labels in --claims, and write it keyed by the verdict
-    model's SHA-256 and the stage-3 prompt hash. Use it with `--set verdict.calibration=FILE`
-    (or a profile's verdict.calibration); it is refused for any other model or prompt.
+    """Fit the verdict's label calibration on a scored run, against the gold labels of its claims.
+
+    By default a multinomial logistic regression on the four label scores (or, for a stance-mode run, the passages' stance features) and stage 1's label; --model scaling: a per-label bias, a temperature and a stage-1 prior weight.
+
+    The file is keyed by the verdict model's SHA-256 and the stage-3 prompt hash. Use it with `--set verdict.calibration=FILE` (or a profile's verdict.calibration); it is refused for any other model or prompt.
 
     Fit on claims you neither tune on nor report (AVeriTeC dev: 100-149)."""
     from rich.console import Console

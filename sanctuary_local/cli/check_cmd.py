@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import typer
 
+from sanctuary_local.cli.help_panels import INPUTS, MODELS, OUTPUTS
 from sanctuary_local.errors import UserError
 
 
@@ -30,17 +31,17 @@ def _claim_date(value: str | None) -> str | None:
 
 def check(
     claim: str = typer.Argument(..., help="The claim to check, in quotes."),
-    corpus: Path = typer.Option(..., "--corpus", help="A corpus index written by `sanctuary-local index`."),
-    date: str = typer.Option(None, "--date", help="When the claim was made (YYYY-MM-DD)."),
-    report: Path = typer.Option(None, "--report", help="Also write the cited HTML report of this claim to this file."),
-    out: Path = typer.Option(None, "--out", help="Keep the run's files here (default: a temporary folder, removed)."),
-    profile: str = typer.Option("cpu", "--profile", help="cpu | cpu-fast | paper | a TOML/YAML profile file."),
-    models_dir: str = typer.Option(None, "--models-dir", help="Where fetched models live (default: models/)."),
-    set_: list[str] = typer.Option([], "--set", help="Override a config value (repeatable), as in `run`."),
+    corpus: Path = typer.Option(..., "--corpus", help="A corpus index written by `sanctuary-local index`.", rich_help_panel=INPUTS),
+    date: str = typer.Option(None, "--date", help="When the claim was made (YYYY-MM-DD).", rich_help_panel=INPUTS),
+    report: Path = typer.Option(None, "--report", help="Also write the cited HTML report of this claim to this file.", rich_help_panel=OUTPUTS),
+    out: Path = typer.Option(None, "--out", help="Keep the run's files here (default: a temporary folder, removed).", rich_help_panel=OUTPUTS),
+    profile: str = typer.Option("cpu", "--profile", help="cpu | cpu-fast | paper | a TOML/YAML profile file.", rich_help_panel=MODELS),
+    models_dir: str = typer.Option(None, "--models-dir", help="Where fetched models live (default: models/).", rich_help_panel=MODELS),
+    set_: list[str] = typer.Option([], "--set", help="Override a config value (repeatable), as in `run`.", rich_help_panel=MODELS),
 ) -> None:
-    """Check one claim against your own documents: HyDE questions → BM25 over the corpus index → semantic retrieval → verdict.
+    """Check one typed-in claim against your own documents, indexed by `sanctuary-local index`.
 
-    Prints the verdict, the justification, each question with its answer snippet and the snippet's source: file, PDF page, and character span in the text extracted from the file. Exit code 0; 3 when the result is degraded (flagged); 2 for bad input."""
+    Stages: generated questions → BM25 over the corpus index → semantic retrieval → verdict. Prints the verdict, the justification, each question with its answer snippet and the snippet's source: file, PDF page, and character span in the text extracted from the file. Exit code 0; 3 when the result is degraded (flagged); 2 for bad input."""
     from sanctuary_local.cli.run_cmd import parse_overrides
     from sanctuary_local.corpus.index import is_corpus_index
     from sanctuary_local.interrupt import RunInterrupted, StopRequest

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import typer
 from rich.console import Console
 
+from sanctuary_local.cli.help_panels import INPUTS, OUTPUTS
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.claims import load_json_file, parse_claims_range, read_claims
 from sanctuary_local.io.files import writing
@@ -174,11 +175,11 @@ def register(app: typer.Typer) -> None:
     @app.command("convert")
     def convert_cmd(
         src: Path = typer.Argument(..., help="Input: predictions JSON, gold claims JSON or leaderboard CSV."),
-        to: Path = typer.Option(..., "--to", help="Output file (.csv → leaderboard, .json → predictions)."),
-        from_fmt: Fmt | None = typer.Option(None, "--from", help="Input format, when the guess is wrong."),
-        to_fmt: Fmt | None = typer.Option(None, "--to-format", help="Output format, when the suffix does not say."),
-        claims_range: str = typer.Option(None, "--claims-range", help="Keep claim indices a:b only (as `run --claims-range`)."),
-        gold: Path = typer.Option(None, "--gold", help="Gold claims JSON or solution CSV: for a subset, also write OUT_official_submission.csv and OUT_official_solution.csv (renumbered 0…n-1), the pair the official scorer scores right."),
+        from_fmt: Fmt | None = typer.Option(None, "--from", help="Input format, when the guess is wrong.", rich_help_panel=INPUTS),
+        claims_range: str = typer.Option(None, "--claims-range", help="Keep claim indices a:b only (as `run --claims-range`).", rich_help_panel=INPUTS),
+        gold: Path = typer.Option(None, "--gold", help="Gold claims JSON or solution CSV: for a subset, also write OUT_official_submission.csv and OUT_official_solution.csv (renumbered 0…n-1), the pair the official scorer scores right.", rich_help_panel=INPUTS),
+        to: Path = typer.Option(..., "--to", help="Output file (.csv → leaderboard, .json → predictions).", rich_help_panel=OUTPUTS),
+        to_fmt: Fmt | None = typer.Option(None, "--to-format", help="Output format, when the suffix does not say.", rich_help_panel=OUTPUTS),
     ) -> None:
         """Convert between predictions JSON, gold claims JSON and the leaderboard CSV."""
         from sanctuary_local.io.official_pair import needs_pair

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from sanctuary_local.cli.help_panels import ADVANCED, MODELS
+
 STYLE = {"ok": "green", "FAIL": "bold red", "WARN": "yellow", "later": "cyan", "info": "dim"}
 
 
@@ -18,12 +20,14 @@ def _examples_root() -> Path:
 
 
 def doctor(
-    profile: str = typer.Option("cpu", "--profile", help="cpu | cpu-fast | cpu-gemma | paper | a TOML/YAML profile file."),
-    models_dir: str = typer.Option(None, "--models-dir", help="Where fetched models live (default: the profile's, models/)."),
-    rehash: bool = typer.Option(False, "--rehash", help="Re-hash assembled model files even when their verification record matches (~2 s per GB)."),
-    set_: list[str] = typer.Option([], "--set", help="Override a config value, as in `run` (repeatable)."),
+    profile: str = typer.Option("cpu", "--profile", help="cpu | cpu-fast | cpu-gemma | paper | a TOML/YAML profile file.", rich_help_panel=MODELS),
+    models_dir: str = typer.Option(None, "--models-dir", help="Where fetched models live (default: the profile's, models/).", rich_help_panel=MODELS),
+    set_: list[str] = typer.Option([], "--set", help="Override a config value, as in `run` (repeatable).", rich_help_panel=MODELS),
+    rehash: bool = typer.Option(False, "--rehash", help="Re-hash assembled model files even when their verification record matches (~2 s per GB).", rich_help_panel=ADVANCED),
 ) -> None:
-    """Check what PROFILE needs on this machine: models (assembled, SHA-256), packages, cache space, threads, WordNet, vLLM/Ray/GPU, example data.
+    """Check that this machine has what a profile needs, and print the fix for each missing item.
+
+    Checks: models (assembled, SHA-256), packages, cache space, threads, WordNet, vLLM/Ray/GPU, example data.
 
     Offline; nothing is downloaded, assembled or distilled. Each missing item comes with its fix.
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from sanctuary_local.cli.help_panels import ADVANCED, INPUTS, MODELS, OUTPUTS, PERF
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.files import check_writable, writing
 
@@ -78,17 +79,18 @@ def write_official_pair(data, out: Path) -> dict:  # type: ignore[no-untyped-def
 
 
 def eval_command(
-    pred: Path = typer.Option(..., "--pred", help="Predictions JSON, a `run` output directory, or a leaderboard CSV."),
-    gold: Path = typer.Option(..., "--gold", help="Official claims JSON with labels, or a solution CSV."),
-    out: Path = typer.Option(None, "--out", help="Output directory (default: PRED's run directory, else ./eval)."),
-    judge: str = typer.Option(None, "--judge", help="Also compute Ev2R with this profile's verdict LLM as judge (cpu | paper | file)."),
-    judge_max_tokens: int = typer.Option(1024, "--judge-max-tokens", help="Generation cap of each judge answer."),
-    judge_limit: int = typer.Option(None, "--judge-limit", help="Judge only the first N claims (smoke tests)."),
-    judge_cache: Path = typer.Option(None, "--judge-cache", help="Judge answer cache directory (default OUT/ev2r_cache)."),
-    workers: int = typer.Option(None, "--workers", help="Processes for METEOR (default: all CPUs)."),
+    pred: Path = typer.Option(..., "--pred", help="Predictions JSON, a `run` output directory, or a leaderboard CSV.", rich_help_panel=INPUTS),
+    gold: Path = typer.Option(..., "--gold", help="Official claims JSON with labels, or a solution CSV.", rich_help_panel=INPUTS),
     claims_range: str = typer.Option(
-        None, "--claims-range", help="Score only claim ids a:b (e.g. a `run --claims-range a:b` against the full gold file)."
+        None, "--claims-range", rich_help_panel=INPUTS,
+        help="Score only claim ids a:b (e.g. a `run --claims-range a:b` against the full gold file).",
     ),
+    out: Path = typer.Option(None, "--out", help="Output directory (default: PRED's run directory, else ./eval).", rich_help_panel=OUTPUTS),
+    judge: str = typer.Option(None, "--judge", help="Also compute Ev2R with this profile's verdict LLM as judge (cpu | paper | file).", rich_help_panel=MODELS),
+    judge_max_tokens: int = typer.Option(1024, "--judge-max-tokens", help="Generation cap of each judge answer.", rich_help_panel=MODELS),
+    workers: int = typer.Option(None, "--workers", help="Processes for METEOR (default: all CPUs).", rich_help_panel=PERF),
+    judge_limit: int = typer.Option(None, "--judge-limit", help="Judge only the first N claims (smoke tests).", rich_help_panel=ADVANCED),
+    judge_cache: Path = typer.Option(None, "--judge-cache", help="Judge answer cache directory (default OUT/ev2r_cache).", rich_help_panel=ADVANCED),
 ) -> None:
     """Score predictions against gold: label metrics, Hungarian METEOR, optional Ev2R.
 

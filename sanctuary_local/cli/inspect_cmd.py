@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from sanctuary_local.cli.help_panels import INPUTS, OUTPUTS
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.claims import read_claims
 from sanctuary_local.io.files import check_writable, writing
@@ -163,9 +164,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("inspect")
     def inspect_cmd(
-        store: Path = typer.Option(..., "--store", help="Knowledge store: a directory of {i}.json files or an official .zip."),
-        claims: Path | None = typer.Option(None, "--claims", help="Claims file; its indices decide which store files are expected."),
-        json_out: Path | None = typer.Option(None, "--json", help="Also write the full report (every problem) as JSON here."),
+        store: Path = typer.Option(..., "--store", help="Knowledge store: a directory of {i}.json files or an official .zip.", rich_help_panel=INPUTS),
+        claims: Path | None = typer.Option(None, "--claims", help="Claims file; its indices decide which store files are expected.", rich_help_panel=INPUTS),
+        json_out: Path | None = typer.Option(None, "--json", help="Also write the full report (every problem) as JSON here.", rich_help_panel=OUTPUTS),
     ) -> None:
         """Summarise a knowledge store: documents, lines, sizes, malformed lines, missing files."""
         console = Console()

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 
+from sanctuary_local.cli.help_panels import ADVANCED, MODELS, OUTPUTS
 from sanctuary_local.errors import UserError
 from sanctuary_local.models import ROLE_FIELDS, ROLES, STATIC_PREFIX, load_manifest, missing_files, source_model
 
@@ -20,7 +21,7 @@ def _log(message: str) -> None:
     console.print(escape(message), highlight=False)
 
 
-MODELS_DIR = typer.Option(Path("models"), "--models-dir", help="Where fetched models live (config: models_dir).")
+MODELS_DIR = typer.Option(Path("models"), "--models-dir", help="Where fetched models live (config: models_dir).", rich_help_panel=MODELS)
 
 
 def _status(name: str, models_dir: Path) -> str:
@@ -96,7 +97,7 @@ def _print_narrow(rows: list[tuple[str, ...]]) -> None:
 
 
 def list_models(
-    profile: str | None = typer.Option(None, "--profile", "-p", help="Only this profile."),
+    profile: str | None = typer.Option(None, "--profile", "-p", help="Only this profile.", rich_help_panel=MODELS),
     models_dir: Path = MODELS_DIR,
 ) -> None:
     """List profiles, their role → model table, hub repo, revision and local status."""
@@ -112,7 +113,7 @@ def list_models(
 def fetch(
     profile: str = typer.Argument(..., help="Profile whose models to download (e.g. paper)."),
     models_dir: Path = MODELS_DIR,
-    only: str | None = typer.Option(None, "--only", help="Fetch just this model of the profile."),
+    only: str | None = typer.Option(None, "--only", help="Fetch just this model of the profile.", rich_help_panel=MODELS),
 ) -> None:
     """Download a profile's models from the Hugging Face hub (needs internet; resumable)."""
     from sanctuary_local.model_store import fetch_profile
@@ -123,11 +124,11 @@ def fetch(
 
 
 def verify(
-    profile: str | None = typer.Option(None, "--profile", "-p", help="Only this profile (default: all)."),
+    profile: str | None = typer.Option(None, "--profile", "-p", help="Only this profile (default: all).", rich_help_panel=MODELS),
     models_dir: Path = MODELS_DIR,
-    quick: bool = typer.Option(False, "--quick", help="Compare file sizes only, skip sha256."),
+    quick: bool = typer.Option(False, "--quick", help="Compare file sizes only, skip sha256.", rich_help_panel=ADVANCED),
 ) -> None:
-    """Check models offline: missing or altered files, unpinned revisions. Exit 2 on problems."""
+    """Check models offline for missing or altered files and unpinned revisions (exit 2 on problems)."""
     from sanctuary_local.model_store import verify as verify_models
 
     reports = verify_models(profile, models_dir, quick=quick)
@@ -147,11 +148,11 @@ def verify(
 
 def prep_vllm(
     source: str = typer.Argument(..., help="GGUF to convert: packaged:NAME, a manifest name, or a .gguf path."),
-    out: Path = typer.Option(..., "--out", help="Folder to write (the model path a vllm profile names)."),
-    sha256: str | None = typer.Option(None, "--sha256", help="Expected GGUF sha256 (default: the manifest's)."),
-    dtype: str = typer.Option("bfloat16", "--dtype", help="bfloat16 | float16 | float32."),
-    force: bool = typer.Option(False, "--force", help="Replace an --out made from another source."),
+    out: Path = typer.Option(..., "--out", help="Folder to write (the model path a vllm profile names).", rich_help_panel=OUTPUTS),
     models_dir: Path = MODELS_DIR,
+    sha256: str | None = typer.Option(None, "--sha256", help="Expected GGUF sha256 (default: the manifest's).", rich_help_panel=ADVANCED),
+    dtype: str = typer.Option("bfloat16", "--dtype", help="bfloat16 | float16 | float32.", rich_help_panel=ADVANCED),
+    force: bool = typer.Option(False, "--force", help="Replace an --out made from another source.", rich_help_panel=ADVANCED),
 ) -> None:
     """Convert a GGUF into the Hugging Face folder vLLM loads (offline, hash-checked, idempotent)."""
     from sanctuary_local.model_prep import prep_vllm as run_prep

@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from sanctuary_local.cli.help_panels import INPUTS, OUTPUTS
+
 
 def register(app: typer.Typer) -> None:
     """Add the ``report`` command to the CLI."""
@@ -19,16 +21,17 @@ def register(app: typer.Typer) -> None:
     def report_cmd(
         run_dir: Path = typer.Argument(..., help="The --out directory of a `run` (reads predictions.json, "
                                        "stage2_evidence.jsonl, run_state.json)."),
-        out: Path | None = typer.Option(None, "--out", help="Where the pages go (default RUN_DIR/report)."),
         store: Path | None = typer.Option(None, "--store", help="Knowledge store (directory or .zip) for the snippets' "
                                           "source pages (default: the one the run used, from RUN_DIR/run_state.json). "
-                                          "Without a readable store each snippet is shown alone, with a note."),
-        claims_range: str | None = typer.Option(None, "--claims-range", help="Only claims with index a <= i < b (a:b)."),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+                                          "Without a readable store each snippet is shown alone, with a note.", rich_help_panel=INPUTS),
+        claims_range: str | None = typer.Option(None, "--claims-range", help="Only claims with index a <= i < b (a:b).", rich_help_panel=INPUTS),
+        out: Path | None = typer.Option(None, "--out", help="Where the pages go (default RUN_DIR/report).", rich_help_panel=OUTPUTS),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar.", rich_help_panel=OUTPUTS),
     ) -> None:
-        """Write a cited HTML report (index.html + claim_<i>.html per claim) that opens offline:
-        claim, verdict, flags, justification with its "Evidence q.n" linked to each snippet,
-        highlighted at its exact span in its source page. Inline CSS, no script, no network."""
+        """Write a run's cited HTML report: an index and one page per claim, which open offline.
+
+        Each page: claim, verdict, flags, justification with its "Evidence q.n" linked to each
+        snippet, highlighted at its exact span in its source page. Inline CSS, no script, no network."""
         from sanctuary_local.report import write_report
 
         console = Console(stderr=True)

@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 
+from sanctuary_local.cli.help_panels import ADVANCED, INPUTS, MODELS, OUTPUTS, PERF
 from sanctuary_local.errors import UserError
 
 
@@ -34,34 +35,34 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 def run(
-    claims: Path = typer.Option(..., "--claims", help="AVeriTeC claims JSON (train/dev/test format)."),
-    store: Path = typer.Option(None, "--store", help="Knowledge store: a directory of {i}.json files or the official zip."),
-    corpus: Path = typer.Option(None, "--corpus", help="Instead of --store: a corpus index (`sanctuary-local index`) searched for every claim."),
-    out: Path = typer.Option(..., "--out", help="Output directory (created; rerun the same command to resume)."),
-    profile: str = typer.Option("cpu", "--profile", help="cpu | paper | a TOML/YAML profile file."),
-    limit: int = typer.Option(None, "--limit", help="Only the first N selected claims."),
-    claims_range: str = typer.Option(None, "--claims-range", help="Claim indices a:b (python slice)."),
-    workers: int = typer.Option(None, "--workers", help="Retrieval processes (default: CPU count)."),
-    budget_s: float = typer.Option(None, "--budget-s", help="Target mean seconds per claim; degrades documented knobs when over."),
-    force: bool = typer.Option(False, "--force", help="--out holds results of different settings, data, code or models: keep its completed claims, redo the rest with these."),
-    restart: bool = typer.Option(False, "--restart", help="Discard every result in --out and start over."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars, no verdicts on the console."),
-    show_config: bool = typer.Option(False, "--show-config", help="Print the effective config (JSON) before the run; it is always saved to --out/config.json."),
-    models_dir: str = typer.Option(None, "--models-dir", help="Where fetched models live (default: models/)."),
-    overlap: bool = typer.Option(None, "--overlap/--no-overlap", help="Retrieve finished stage-1 waves while the next generates (default: on for vllm/openai_http stage 1, off on CPU)."),
-    reuse_from: Path = typer.Option(None, "--reuse-from", help="Copy the finished stages of this earlier run whose inputs (config sections, claims, store, prompts) are unchanged; recompute the rest (what-if runs)."),
-    engine: str = typer.Option("local", "--engine", help="local | ray: run the stages on a Ray cluster (pip install -e '.[ray]'; same records, see docs/scale-out.md)."),
-    ray_address: str = typer.Option(None, "--ray-address", help="--engine ray: the cluster to join (auto, HOST:PORT, ray://HOST:PORT); default: start a local one for this run."),
-    ray_actors: int = typer.Option(None, "--ray-actors", help="--engine ray: model actors per LLM stage (default: one per GPU, or one per n_threads CPUs)."),
-    set_: list[str] = typer.Option([], "--set", help="Override a config value, e.g. --set verdict.sampling.max_tokens=256 (repeatable)."),
+    claims: Path = typer.Option(..., "--claims", help="AVeriTeC claims JSON (train/dev/test format).", rich_help_panel=INPUTS),
+    store: Path = typer.Option(None, "--store", help="Knowledge store: a directory of {i}.json files or the official zip.", rich_help_panel=INPUTS),
+    corpus: Path = typer.Option(None, "--corpus", help="Instead of --store: a corpus index (`sanctuary-local index`) searched for every claim.", rich_help_panel=INPUTS),
+    claims_range: str = typer.Option(None, "--claims-range", help="Claim indices a:b (python slice).", rich_help_panel=INPUTS),
+    limit: int = typer.Option(None, "--limit", help="Only the first N selected claims.", rich_help_panel=INPUTS),
+    out: Path = typer.Option(..., "--out", help="Output directory (created; rerun the same command to resume).", rich_help_panel=OUTPUTS),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars, no verdicts on the console.", rich_help_panel=OUTPUTS),
+    show_config: bool = typer.Option(False, "--show-config", help="Print the effective config (JSON) before the run; it is always saved to --out/config.json.", rich_help_panel=OUTPUTS),
+    profile: str = typer.Option("cpu", "--profile", help="cpu | cpu-fast | cpu-gemma | paper | a TOML/YAML profile file.", rich_help_panel=MODELS),
+    set_: list[str] = typer.Option([], "--set", help="Override a config value, e.g. --set verdict.sampling.max_tokens=256 (repeatable).", rich_help_panel=MODELS),
+    models_dir: str = typer.Option(None, "--models-dir", help="Where fetched models live (default: models/).", rich_help_panel=MODELS),
+    workers: int = typer.Option(None, "--workers", help="Retrieval processes (default: CPU count).", rich_help_panel=PERF),
+    budget_s: float = typer.Option(None, "--budget-s", help="Target mean seconds per claim; degrades documented knobs when over (docs/budget.md).", rich_help_panel=PERF),
+    engine: str = typer.Option("local", "--engine", help="local | ray: run the stages on a Ray cluster (needs the ray extra; same records, see docs/scale-out.md).", rich_help_panel=PERF),
+    ray_address: str = typer.Option(None, "--ray-address", help="--engine ray: the cluster to join (auto, HOST:PORT, ray://HOST:PORT); default: start a local one for this run.", rich_help_panel=PERF),
+    ray_actors: int = typer.Option(None, "--ray-actors", help="--engine ray: model actors per LLM stage (default: one per GPU, or one per n_threads CPUs).", rich_help_panel=PERF),
+    overlap: bool = typer.Option(None, "--overlap/--no-overlap", help="Retrieve finished stage-1 waves while the next generates (default: on for vllm/openai_http stage 1, off on CPU).", rich_help_panel=PERF),
+    force: bool = typer.Option(False, "--force", help="--out holds results of different settings, data, code or models: keep its completed claims, redo the rest with these.", rich_help_panel=ADVANCED),
+    restart: bool = typer.Option(False, "--restart", help="Discard every result in --out and start over.", rich_help_panel=ADVANCED),
+    reuse_from: Path = typer.Option(None, "--reuse-from", help="Copy the finished stages of this earlier run whose inputs are unchanged; recompute the rest (what-if runs, docs/what-if.md).", rich_help_panel=ADVANCED),
 ) -> None:
-    """Fact-check claims: HyDE questions → BM25 + semantic retrieval → verdict.
+    """Fact-check a claims file against a knowledge store or a corpus index.
 
     Writes predictions.json (official format), submission.csv (leaderboard), one JSONL per stage, timings.json, manifest.json, config.json and run.log into --out.
 
-    Rerun the same command to resume: finished claims are kept, every claim ends up exactly once. Another --workers or thread count resumes too; other data, settings, prompts, code or models are refused (see run_state.json) unless --force or --restart. The first Ctrl-C or SIGTERM finishes the claim in flight, writes the outputs for the finished claims and prints the command to resume; a second one stops at once.
+    Rerun the same command to resume after a crash or Ctrl-C: finished claims are kept. Other data, settings, prompts, code or models are refused unless --force or --restart (docs/resume.md).
 
-    Exit code 0: all claims clean; 3: finished, some claims degraded (flagged); 2: bad input, or --out cannot be written (disk full, read-only, gone; one line names the file); 130: stopped by SIGINT (Ctrl-C); 143: stopped by SIGTERM."""
+    Exit code 0: all claims clean; 3: some claims degraded (flagged); 2: bad input, or --out cannot be written; 130 / 143: stopped by Ctrl-C / SIGTERM."""
     from sanctuary_local.interrupt import RunInterrupted, StopRequest
     from sanctuary_local.pipeline import RunOptions, run_pipeline
     from sanctuary_local.procs import OrphanGuard
