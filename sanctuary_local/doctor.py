@@ -24,9 +24,10 @@ import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from sanctuary_local.config import Config
-from sanctuary_local.errors import MissingModel
+from sanctuary_local.errors import MissingModel, UserError
 from sanctuary_local.model_parts import RECORD_SUFFIX, assembled_state, cache_dir, locate_parts, recorded_ok
 from sanctuary_local.models import PACKAGED, STATIC_PREFIX, PackagedModel, load_manifest, resolve_model
 
@@ -170,8 +171,8 @@ def check_model(name: str, role: str, models_dir: str, rehash: bool = False) -> 
 def check_models(cfg: Config, rehash: bool = False) -> list[Check]:
     """Every model the config names, once each, named by the stages that use it; a
     ``static:`` model gets its own row and its base model is checked with the others."""
-    roles = {"stage 1": cfg.hyde.llm.model, "stage 3": cfg.verdict.llm.model,
-             "chunking": cfg.retrieval.sts.model, "retrieval": cfg.retrieval.retriever.model}
+    roles = {stage: llm.model for stage, llm in llm_stages(cfg)}
+    roles.update({"chunking": cfg.retrieval.sts.model, "retrieval": cfg.retrieval.retriever.model})
     rows: list[Check] = []
     uses: dict[str, list[str]] = {}
     for role, name in roles.items():
@@ -179,7 +180,28 @@ def check_models(cfg: Config, rehash: bool = False) -> list[Check]:
             rows.append(_check_static(name[len(STATIC_PREFIX):], f"static model ({role})"))
             name = name[len(STATIC_PREFIX):]
         uses.setdefault(name, []).append(role)
-    return [*(check_model(name, ", ".join(r), cfg.models_dir, rehash) for name, r in uses.items()), *rows]
+    trained = [check_trained(cfg.verdict.trained_model)] if cfg.verdict.mode == "trained" else []
+    return [*(check_model(name, ", ".join(r), cfg.models_dir, rehash) for name, r in uses.items()), *trained, *rows]
+
+
+def llm_stages(cfg: Config) -> list[tuple[str, Any]]:
+    """The stages that load an LLM: stage 3 only when its verdict is not the trained model."""
+    return [("stage 1", cfg.hyde.llm), *((("stage 3", cfg.verdict.llm),) if cfg.verdict.mode != "trained" else ())]
+
+
+def check_trained(name: str) -> Check:
+    """Stage 3's trained verdict model: present, its card readable, its files' hash the card's."""
+    from sanctuary_local.verdict_model.store import directory_sha256, read_card, resolve
+
+    item = "verdict model (stage 3)"
+    try:
+        directory = resolve(name)
+        card = read_card(directory)
+    except UserError as exc:
+        return Check(item, FAIL, str(exc), "sanctuary-local verdict-model train … (docs/verdicts.md)")
+    if card.get("files_sha256") and card["files_sha256"] != directory_sha256(directory):
+        return Check(item, FAIL, f"{name}: files differ from the card's sha256", "reinstall the package")
+    return Check(item, OK, f"{name} ({card['kind']}, sha256 {str(card.get('files_sha256'))[:12]}… ok)")
 
 
 # ------------------------------------------------------------- packages and engines
@@ -212,7 +234,7 @@ def needs_gpu(cfg: Config) -> bool:
 def check_packages(cfg: Config) -> list[Check]:
     """The Python packages the profile's stages import (looked up, not imported)."""
     rows = []
-    for stage, llm in (("stage 1", cfg.hyde.llm), ("stage 3", cfg.verdict.llm)):
+    for stage, llm in llm_stages(cfg):
         if llm.backend not in BACKEND_MODULES:
             rows.append(Check(f"LLM backend ({stage})", FAIL, f"unknown backend '{llm.backend}'",
                               f"use one of: {', '.join(BACKEND_MODULES)}"))
@@ -352,7 +374,7 @@ def bytes_to_write(cfg: Config) -> int:
     """Bytes the first run will still write into the cache (split GGUFs not yet assembled)."""
     manifest = load_manifest()
     total = 0
-    for name in {cfg.hyde.llm.model, cfg.verdict.llm.model}:
+    for name in {llm.model for _, llm in llm_stages(cfg)}:
         entry = manifest.packaged.get(name.removeprefix("packaged:")) if name.startswith("packaged:") else None
         if entry is not None and entry.split and not recorded_ok(cache_dir() / entry.file, entry.sha256, entry.size):
             total += entry.size
