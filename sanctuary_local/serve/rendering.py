@@ -26,7 +26,11 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.records import LABELS, Prediction
 from sanctuary_local.serve.jobs import CheckRecord
 
-__all__ = ["CheckResult", "EvidenceView", "load_result", "probabilities", "record_json", "source_html", "templates"]
+#: What the pages call each stage (the API gives the names).
+STAGE_TITLES = {"decompose": "splitting the claim", "hyde": "questions", "retrieval": "evidence search",
+                "followup": "follow-up questions", "verdict": "verdict"}
+
+__all__ = ["STAGE_TITLES", "CheckResult", "EvidenceView", "load_result", "probabilities", "record_json", "source_html", "templates"]
 
 
 @lru_cache(maxsize=1)
@@ -40,6 +44,7 @@ def templates() -> Any:
     env.filters["seconds"] = _seconds
     env.filters["urlpath"] = lambda p: urllib.parse.quote(str(p), safe="/")
     env.filters["vclass"] = lambda label: re.sub(r"[^A-Za-z]", "", str(label))
+    env.filters["stage_title"] = lambda name: STAGE_TITLES.get(name, name)
     return env
 
 
