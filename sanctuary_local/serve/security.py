@@ -19,7 +19,7 @@ import hmac
 import ipaddress
 import os
 import secrets
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Container, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -122,10 +122,10 @@ class Guard:
         return hmac.compare_digest(self.csrf_for(sid).encode(), sent.encode())
 
 
-def corpus_file(root: Path, rel: str, indexed: Iterable[str]) -> Path | None:
+def corpus_file(root: Path, rel: str, indexed: Container[str]) -> Path | None:
     """The corpus file ``rel`` (a path the index lists) as a canonical path inside ``root``;
     None for anything else (see the module docstring)."""
-    if not rel or "\x00" in rel or rel.startswith(("/", "\\")) or ".." in Path(rel).parts or rel not in set(indexed):
+    if not rel or "\x00" in rel or rel.startswith(("/", "\\")) or ".." in Path(rel).parts or rel not in indexed:
         return None
     base = Path(os.path.realpath(root))
     target = Path(os.path.realpath(base / rel))
