@@ -6,6 +6,11 @@ what is done and raises ``RunInterrupted``. A second signal stops at once: the p
 terminates its children and exits immediately. Either way every finished claim is in the
 fsync'ed stage files, and rerunning the same command resumes exactly once.
 
+With ``grace_s`` (``check``: one claim, so "the claim in flight" is the whole job) the
+first signal gives the run that many seconds to reach a stop point, then stops it as a
+second signal would: a supervisor's SIGTERM (``kill``, ``docker stop``) ends it promptly
+even while a generation runs in C code.
+
 Exit code: 128 + the signal number (130 for SIGINT, 143 for SIGTERM), the shell's own
 convention for "ended by this signal".
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -51,11 +57,17 @@ class StopRequest:
     ``signal.set_wakeup_fd``, which it owns meanwhile) and restores the previous handlers
     on exit; from another thread it is a plain flag. ``hint`` is printed when the process stops (the
     command to resume); ``exclude_pids`` are children a hard stop leaves alone (the orphan
-    guard, which cleans up after us)."""
+    guard, which cleans up after us). ``grace_s``: after the first signal, the seconds the
+    run has to stop by itself before a hard stop (None: as long as it takes);
+    ``on_hard_stop`` runs just before a hard stop exits (e.g. removing a temporary folder)."""
 
-    def __init__(self, hint: str = "", exclude_pids: tuple[int, ...] = ()) -> None:
+    def __init__(self, hint: str = "", exclude_pids: tuple[int, ...] = (), grace_s: float | None = None,
+                 on_hard_stop: Callable[[], None] | None = None) -> None:
         self.hint = hint
         self.exclude_pids = set(exclude_pids)
+        self.grace_s = grace_s
+        self.on_hard_stop = on_hard_stop
+        self._timer: threading.Timer | None = None
         self.signum: int | None = None
         self._event = threading.Event()
         self._previous: dict[int, Any] = {}
@@ -77,14 +89,25 @@ class StopRequest:
         if self.requested:
             self.hard_stop(signum)
         self.request(signum)
-        _say(f"\n{signal.Signals(signum).name}: finishing the claim in flight, then saving and stopping "
-             f"(send it again to stop at once)\n")
+        name = signal.Signals(signum).name
+        if self.grace_s is None:
+            _say(f"\n{name}: finishing the claim in flight, then saving and stopping (send it again to stop at once)\n")
+            return
+        _say(f"\n{name}: saving what is done and stopping (within {self.grace_s:g} s)\n")
+        self._timer = threading.Timer(self.grace_s, self.hard_stop, (signum, "no stop point reached in time: stopping now"))
+        self._timer.daemon = True
+        self._timer.start()
 
-    def hard_stop(self, signum: int) -> None:
+    def hard_stop(self, signum: int, why: str = "again: stopping at once") -> None:
         """Stop now: end our child processes, print the resume hint, exit 128+signum.
         Stage files are fsync'ed line by line, so nothing finished is lost; a line cut
         in half is repaired on resume."""
-        _say(f"\n{signal.Signals(signum).name} again: stopping at once.\n{self.hint}\n")
+        _say(f"\n{signal.Signals(signum).name} {why}.\n{self.hint}\n")
+        if self.on_hard_stop is not None:
+            try:
+                self.on_hard_stop()
+            except Exception:  # noqa: BLE001 - exiting anyway; the exit code says why
+                pass
         kids = procs.descendants(os.getpid()) if os.path.exists("/proc/self/stat") else {}
         procs.signal_all((p for p in kids if p not in self.exclude_pids), signal.SIGTERM)
         os._exit(exit_code_for(signum))
@@ -112,6 +135,8 @@ class StopRequest:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:  # stopped by itself in time
+            self._timer.cancel()
         if self._pipe is None:
             return
         for sig, handler in self._previous.items():

@@ -56,8 +56,11 @@ def _storage_errors(out: Path) -> Iterator[None]:
 
 
 def _engine(opts: RunOptions) -> object | None:
-    """The run's engine: None for ``local``; a ``RayEngine`` (Ray imported only then, and
-    missing Ray is a one-line error before anything is written)."""
+    """The run's engine: the caller's resident one (``RunOptions.resident``) when given;
+    None for ``local``; a ``RayEngine`` (Ray imported only then, and missing Ray is a
+    one-line error before anything is written)."""
+    if opts.resident is not None:
+        return opts.resident
     if opts.engine == "local":
         return None
     if opts.engine != "ray":

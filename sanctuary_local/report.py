@@ -43,7 +43,8 @@ from sanctuary_local.records import ClaimEvidence, Prediction
 if TYPE_CHECKING:
     from sanctuary_local.io.store import KnowledgeStore
 
-__all__ = ["ReportSnippet", "ReportSummary", "claim_snippets", "open_store", "write_report"]
+__all__ = ["ReportSnippet", "ReportSummary", "claim_snippets", "linkify_citations", "open_store", "read_stage2",
+           "snippet_in_context", "write_report"]
 
 #: Characters of the source page shown on each side of a snippet.
 CONTEXT_CHARS = 400
@@ -123,7 +124,7 @@ def _dropped(meta: dict[str, Any]) -> frozenset[tuple[int, int]] | None:
         return None
 
 
-def _context(snip: ReportSnippet, doc_text: str | None) -> str:
+def snippet_in_context(snip: ReportSnippet, doc_text: str | None) -> str:
     """The snippet in its page: escaped text around a ``<mark>`` holding exactly doc_text[start:end].
     ``doc_text`` None: no page to show; a page that does not hold the snippet at its span
     (a different store than the run's) gets a note and the snippet alone."""
@@ -148,7 +149,7 @@ def _source(url: str) -> str:
     return f'<span class="url">{html.escape(url)}</span>'
 
 
-def _linkify(justification: str, anchors: dict[str, str]) -> str:
+def linkify_citations(justification: str, anchors: dict[str, str]) -> str:
     """Escape the justification; each "Evidence q.n" it names becomes a link to that snippet,
     or, when the prompt had no such snippet (the model made it up), is marked as such."""
     def link(m: re.Match[str]) -> str:
@@ -185,7 +186,7 @@ def _evidence_block(s: ReportSnippet, doc_text: str | None) -> str:
     return _template("report_evidence.html").substitute(
         anchor=s.anchor, label=html.escape(s.label), question=html.escape(s.question), source=_source(s.url),
         doc_position=_num(s.doc_position), start=_num(s.start), end=_num(s.end),
-        score="?" if s.score is None else f"{s.score:.3f}", context=_context(s, doc_text))
+        score="?" if s.score is None else f"{s.score:.3f}", context=snippet_in_context(s, doc_text))
 
 
 def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int, str] | None,
@@ -199,7 +200,7 @@ def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int
         claim=html.escape(pred.claim),
         verdict=html.escape(pred.label), verdict_class=re.sub(r"[^A-Za-z]", "", pred.label),
         provisional=html.escape(pred.provisional_label or "none"), flags=_flags_html(tuple(map(str, pred.flags))),
-        justification=_parts_html(pred) + _linkify(pred.justification or "(no justification)", {s.label: s.anchor for s in snippets}),
+        justification=_parts_html(pred) + linkify_citations(pred.justification or "(no justification)", {s.label: s.anchor for s in snippets}),
         n_evidence=len(snippets), store_note=note, evidence="\n".join(blocks) or '<p class="meta">no evidence</p>')
 
 
@@ -280,7 +281,7 @@ def page_name(pred: Prediction) -> str:
     return f"claim_{pred.claim_index}.html"
 
 
-def _read_stage2(path: Path) -> dict[int, ClaimEvidence]:
+def read_stage2(path: Path) -> dict[int, ClaimEvidence]:
     """Stage-2 records by claim index; unreadable lines (a torn last line) are skipped."""
     out: dict[int, ClaimEvidence] = {}
     try:
@@ -385,7 +386,7 @@ def write_report(run_dir: Path, out: Path | None = None, store: Path | None = No
     tick = progress or (lambda done, total: None)
     run_dir = Path(run_dir)
     preds = _read_predictions(run_dir, claims_range)
-    stage2 = {**_read_stage2(run_dir / "stage2_evidence.jsonl"), **_read_stage2(run_dir / "stage2c_followup_evidence.jsonl")}
+    stage2 = {**read_stage2(run_dir / "stage2_evidence.jsonl"), **read_stage2(run_dir / "stage2c_followup_evidence.jsonl")}
     ks, why_not = open_store(run_dir, store)
     out = Path(out) if out is not None else run_dir / "report"
     try:

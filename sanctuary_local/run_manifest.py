@@ -129,6 +129,18 @@ def _earlier_attempts(path: Path) -> list[dict[str, Any]]:
     return [a for a in attempts if isinstance(a, dict)] if isinstance(attempts, list) else []
 
 
+#: SHA-256 of model files this process hashed already, by (path, size, mtime): a server
+#: (``serve``) writes a manifest per check and would hash the same weights every time.
+_HASHED: dict[tuple[str, int, int], str] = {}
+
+
+def _sha256_once(f: Path, st: os.stat_result) -> str:
+    key = (str(f), st.st_size, st.st_mtime_ns)
+    if key not in _HASHED:
+        _HASHED[key] = file_sha256(str(f))
+    return _HASHED[key]
+
+
 def _model_entry(name: str, models_dir: str) -> dict[str, Any]:
     """Model id and file hashes (large files: size only unless a checksum record exists)."""
     from sanctuary_local.models import resolve_model
@@ -142,8 +154,8 @@ def _model_entry(name: str, models_dir: str) -> dict[str, Any]:
     hashes = {}
     for f in files[:200]:
         rel = f.name if path.is_file() else str(f.relative_to(path))
-        size = f.stat().st_size
-        hashes[rel] = {"size": size, "sha256": file_sha256(str(f)) if size <= 512 * 2**20 else None}
+        st = f.stat()
+        hashes[rel] = {"size": st.st_size, "sha256": _sha256_once(f, st) if st.st_size <= 512 * 2**20 else None}
     entry["files"] = hashes
     record = path / ".sanctuary-checksums.json" if path.is_dir() else None
     if record is not None and record.exists():

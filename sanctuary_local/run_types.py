@@ -48,6 +48,11 @@ class RunOptions:
     ray_actors: int | None = None
     """``--engine ray``: model-holding actors per LLM stage (None: one per GPU on a GPU backend,
     one per ``n_threads`` CPUs on a CPU one)."""
+    resident: Any = None
+    """An engine the caller keeps across runs (``llm_waves``, ``retrieve`` and ``close`` as
+    ``run/ray_engine.py``'s; ``close`` after each run must keep its models): ``serve``'s
+    models, loaded once per process. Overrides ``engine``; the same records, so it is not
+    fingerprinted."""
     argv: list[str] = field(default_factory=list)
 
 

@@ -25,6 +25,7 @@ BAD_VALUES: dict[str, list[str]] = {
     "run": ["--claims", "c.json", "--store", "s", "--out", "o", "--limit", "abc"],
     "index": ["/nonexistent/sanctuary-docs", "--out", "/nonexistent/sanctuary-ix", "--max-file-mb", "abc"],
     "check": ["a claim", "--corpus", "/nonexistent/sanctuary-ix", "--date", "yesterday"],
+    "serve": ["--corpus", "/nonexistent/sanctuary-ix", "--port", "abc"],
     "eval": ["--pred", "p", "--gold", "g", "--workers", "abc"],
     "report": ["/nonexistent/sanctuary-run"],
     "inspect": ["--store", "/nonexistent/sanctuary-store"],

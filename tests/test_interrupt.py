@@ -76,3 +76,30 @@ def test_request_from_code_is_the_same_flag(signum: int) -> None:
     stop.request(signum)
     stop.request(signal.SIGTERM)  # the first reason is kept
     assert stop.requested and stop.signum == signum
+
+
+GRACE_SCRIPT = """
+    import ctypes, os, pathlib, signal, sys, time
+    from sanctuary_local.interrupt import StopRequest
+
+    marker = pathlib.Path(sys.argv[1])
+    with StopRequest(hint="", grace_s=0.5, on_hard_stop=lambda: marker.write_text("cleaned")) as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        while not stop.requested:
+            time.sleep(0.01)
+        ctypes.CDLL(None).sleep(30)  # no stop point in sight: a generation in C code
+    print("not reached")
+"""
+
+
+def test_a_grace_period_ends_a_run_without_a_stop_point(tmp_path: Path) -> None:
+    """With ``grace_s`` one SIGTERM is enough: after the grace the process stops as on a
+    second signal, running ``on_hard_stop`` first (``check`` removes its temporary folder)."""
+    path, marker = tmp_path / "grace.py", tmp_path / "marker"
+    path.write_text(textwrap.dedent(GRACE_SCRIPT))
+    res = subprocess.run([sys.executable, str(path), str(marker)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 143, res.stderr
+    assert "SIGTERM: saving what is done and stopping (within 0.5 s)" in res.stderr
+    assert "SIGTERM no stop point reached in time: stopping now." in res.stderr
+    assert marker.read_text() == "cleaned" and "not reached" not in res.stdout

@@ -24,6 +24,7 @@ COMMANDS = (
     "run",
     "index",
     "check",
+    "serve",
     "eval",
     "report",
     "inspect",

@@ -18,6 +18,9 @@ import typer
 from sanctuary_local.cli.help_panels import INPUTS, MODELS, OUTPUTS
 from sanctuary_local.errors import UserError
 
+#: Seconds a first Ctrl-C or SIGTERM leaves the check to reach a stop point before it stops at once.
+STOP_GRACE_S = 3.0
+
 
 def _claim_date(value: str | None) -> str | None:
     """``YYYY-MM-DD`` → the claims file's ``DD-MM-YYYY``; a bad date is a ``UserError``."""
@@ -61,7 +64,11 @@ def check(
         opts = RunOptions(claims=claims_file, store=corpus, out=work / "run", profile=profile, force=True, quiet=True,
                           overrides=parse_overrides(set_) or None, models_dir=models_dir,
                           argv=["sanctuary-local", *sys.argv[1:]])
-        with OrphanGuard() as guard, StopRequest(hint="", exclude_pids=(guard.pid or 0,)) as stop:
+        # One claim: "finish the claim in flight" would be the whole check, so a signal gets a
+        # short grace, then a hard stop (the run's stage files are fsync'ed as they are written).
+        cleanup = (lambda: shutil.rmtree(work, ignore_errors=True)) if out is None else None
+        with OrphanGuard() as guard, StopRequest(hint="", exclude_pids=(guard.pid or 0,), grace_s=STOP_GRACE_S,
+                                                 on_hard_stop=cleanup) as stop:
             try:
                 summary = run_pipeline(opts, stop=stop)
             except RunInterrupted as exc:

@@ -1,0 +1,11 @@
+"""``sanctuary-local serve``: a local web page and JSON API where an analyst checks claims
+against a corpus index of their own documents.
+
+- ``app``: settings, the Starlette app and its lifetime under uvicorn;
+- ``routes``: the pages and the JSON API;
+- ``queue``: the bounded check queue and its one worker thread;
+- ``jobs``: the checks on disk under ``--data`` (history, and what a restart resumes);
+- ``resident``: the models, loaded once per process and reused by every check;
+- ``security``: body cap, Host check, CSP, bearer token and login cookie, CSRF, corpus paths;
+- ``rendering``: what a page or the API shows of a check, and the Jinja2 templates.
+"""

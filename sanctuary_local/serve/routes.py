@@ -1,0 +1,338 @@
+"""The server's pages and JSON API (handlers only; ``app.py`` wires them up).
+
+Pages: ``/`` (claim form, queue, history), ``/checks/{id}`` (progress with a meta refresh
+while the check runs, then the result), ``/checks/{id}/evidence/{n}`` (a snippet's whole
+source text with its span highlighted), ``/checks/{id}/download`` (``predictions.json``),
+``/files/{path}`` (a corpus file as it is), ``/login``. API: ``POST /api/checks``,
+``GET /api/checks/{id}``, ``GET /api/checks``, ``GET /api/status``. Forms carry a CSRF
+token; the API takes JSON only (a cross-site form cannot send it) and, with a token set,
+``Authorization: Bearer``. A claim is at most ``MAX_CLAIM_CHARS`` characters (422 above).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import secrets
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from sanctuary_local.errors import UserError
+from sanctuary_local.serve import rendering
+from sanctuary_local.serve.jobs import CheckRecord, CheckStore
+from sanctuary_local.serve.queue import CheckQueue, QueueFull
+from sanctuary_local.serve.security import FILE_CSP, SESSION_COOKIE, SID_COOKIE, Guard, corpus_file
+
+__all__ = ["MAX_CLAIM_CHARS", "ClaimError", "Context", "parse_claim"]
+
+#: Longest claim accepted, in characters.
+MAX_CLAIM_CHARS = 2000
+#: Seconds between two refreshes of a check's page while it is queued or running.
+REFRESH_S = 2
+#: Checks the history on the home page lists (the API lists them all).
+HISTORY_ROWS = 200
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+#: What corpus files are sent as; anything else is a download.
+_TYPES = {".pdf": "application/pdf", ".txt": "text/plain; charset=utf-8", ".md": "text/plain; charset=utf-8",
+          ".html": "text/html; charset=utf-8", ".htm": "text/html; charset=utf-8", ".json": "application/json"}
+
+
+class ClaimError(ValueError):
+    """A claim or claim date the server will not check (answered 422 with the message)."""
+
+
+@dataclass
+class Context:
+    """Everything a handler needs: the store, the queue, the guard, the corpus."""
+
+    store: CheckStore
+    queue: CheckQueue
+    guard: Guard
+    corpus: Path
+    """The corpus index folder."""
+    corpus_root: Path
+    """The folder the index was built from (its files are served from there)."""
+    indexed: set[str]
+    """The index's files, by their paths relative to ``corpus_root``."""
+    corpus_name: str
+
+
+def parse_claim(claim: Any, claim_date: Any) -> tuple[str, str | None]:
+    """A claim and its optional date (``YYYY-MM-DD``) as the server stores them, or ``ClaimError``."""
+    if not isinstance(claim, str):
+        raise ClaimError("'claim' must be a string")
+    claim = claim.strip()
+    if not claim:
+        raise ClaimError("the claim is empty")
+    if len(claim) > MAX_CLAIM_CHARS:
+        raise ClaimError(f"the claim has {len(claim):,} characters; at most {MAX_CLAIM_CHARS:,} are allowed")
+    if claim_date in (None, ""):
+        return claim, None
+    if not isinstance(claim_date, str) or not _DATE.fullmatch(claim_date):
+        raise ClaimError("'claim_date' must be a date written YYYY-MM-DD")
+    try:
+        dt.date.fromisoformat(claim_date)
+    except ValueError:
+        raise ClaimError(f"'claim_date' {claim_date!r} is not a valid date") from None
+    return claim, claim_date
+
+
+def ctx_of(request: Request) -> Context:
+    return request.app.state.ctx
+
+
+def _error(status: int, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+# ---------------------------------------------------------------------- pages
+def _sid(request: Request) -> tuple[str, bool]:
+    """This browser's CSRF cookie, and whether it is new (then the response sets it)."""
+    sid = request.cookies.get(SID_COOKIE, "")
+    return (sid, False) if re.fullmatch(r"[A-Za-z0-9_-]{20,64}", sid) else (secrets.token_urlsafe(24), True)
+
+
+def page(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
+    """A page from ``template``, with the CSRF token of this browser for its forms."""
+    ctx = ctx_of(request)
+    sid, new = _sid(request)
+    values.setdefault("refresh", None)
+    body = rendering.templates().get_template(template).render(
+        csrf=ctx.guard.csrf_for(sid), corpus_name=ctx.corpus_name, login=ctx.guard.required,
+        server_state=ctx.queue.state, server_problem=ctx.queue.problem, **values)
+    resp = HTMLResponse(body, status_code=status)
+    if new:
+        resp.set_cookie(SID_COOKIE, sid, httponly=True, samesite="strict", path="/")
+    return resp
+
+
+def _logged_in(request: Request) -> bool:
+    return ctx_of(request).guard.cookie_ok(dict(request.cookies))
+
+
+def _to_login() -> RedirectResponse:
+    return RedirectResponse("/login", status_code=303)
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """A urlencoded form's fields (the body is already capped by the security middleware)."""
+    raw = (await request.body()).decode("utf-8", "replace")
+    return {k: v[0] for k, v in urllib.parse.parse_qs(raw, keep_blank_values=True).items()}
+
+
+def _csrf_ok(request: Request, form: dict[str, str]) -> bool:
+    return ctx_of(request).guard.csrf_ok(request.cookies.get(SID_COOKIE), form.get("csrf"))
+
+
+def _csrf_refused() -> HTMLResponse:
+    return HTMLResponse("<!DOCTYPE html><title>Refused</title><p>This form was not sent from this server's own page "
+                        "(missing or wrong CSRF token). Reload the page and try again.</p>", status_code=403)
+
+
+def _home_values(ctx: Context) -> dict[str, Any]:
+    running = ctx.queue.current
+    waiting = [r for r in (ctx.store.get(i) for i in ctx.queue.waiting()) if r is not None]
+    return {"running": running, "waiting": waiting, "history": ctx.store.newest_first()[:HISTORY_ROWS],
+            "eta": ctx.queue.eta_s, "stages": ctx.queue.stages(), "rows": rendering.stage_rows}
+
+
+async def home(request: Request) -> Response:
+    if not _logged_in(request):
+        return _to_login()
+    return page(request, "serve_home.html", form_error="", claim="", claim_date="", **_home_values(ctx_of(request)))
+
+
+async def submit_form(request: Request) -> Response:
+    if not _logged_in(request):
+        return _to_login()
+    form = await _form(request)
+    if not _csrf_ok(request, form):
+        return _csrf_refused()
+    ctx = ctx_of(request)
+    try:
+        claim, date = parse_claim(form.get("claim", ""), form.get("claim_date") or None)
+        rec = ctx.queue.submit(claim, date)
+    except (ClaimError, QueueFull) as exc:
+        status = 429 if isinstance(exc, QueueFull) else 422
+        return page(request, "serve_home.html", status=status, form_error=str(exc), claim=form.get("claim", ""),
+                    claim_date=form.get("claim_date", ""), **_home_values(ctx))
+    return RedirectResponse(f"/checks/{rec.id}", status_code=303)
+
+
+def _result(ctx: Context, rec: CheckRecord) -> tuple[rendering.CheckResult | None, str]:
+    if rec.status != "done":
+        return None, ""
+    try:
+        return rendering.load_result(ctx.store.run_dir(rec.id), ctx.corpus, ctx.indexed, rec.id), ""
+    except UserError as exc:
+        return None, str(exc)
+
+
+async def check_page(request: Request) -> Response:
+    if not _logged_in(request):
+        return _to_login()
+    ctx = ctx_of(request)
+    rec = ctx.store.get(request.path_params["check_id"])
+    if rec is None:
+        return page(request, "serve_missing.html", status=404, what="check")
+    result, problem = _result(ctx, rec)
+    return page(request, "serve_check.html", rec=rec, result=result, result_problem=problem,
+                position=ctx.queue.position(rec.id), eta=ctx.queue.eta_s(rec) if rec.status in ("queued", "running") else None,
+                stage_rows=rendering.stage_rows(rec, ctx.queue.stages()),
+                refresh=REFRESH_S if rec.status in ("queued", "running") else None)
+
+
+async def evidence_page(request: Request) -> Response:
+    if not _logged_in(request):
+        return _to_login()
+    ctx = ctx_of(request)
+    rec = ctx.store.get(request.path_params["check_id"])
+    result, _ = _result(ctx, rec) if rec is not None else (None, "")
+    n = request.path_params["n"]
+    if rec is None or result is None or not 1 <= n <= len(result.evidence):
+        return page(request, "serve_missing.html", status=404, what="evidence snippet")
+    view = result.evidence[n - 1]
+    text = _unit_text(ctx.corpus, view.unit)
+    body, found = rendering.source_html(text, view.start, view.end, view.text)
+    return page(request, "serve_source.html", rec=rec, view=view, body=body, found=found and bool(text))
+
+
+def _unit_text(corpus: Path, unit: int | None) -> str:
+    """The extracted text of a corpus unit ("" when the index cannot give it)."""
+    from sanctuary_local.corpus.index import CorpusIndex
+
+    try:
+        index = CorpusIndex(corpus)
+        return index.unit_text(unit) if unit is not None and 0 <= unit < index.n_units else ""
+    except (UserError, OSError):
+        return ""
+
+
+async def download(request: Request) -> Response:
+    if not _logged_in(request) and not ctx_of(request).guard.bearer_ok(request.headers.get("authorization")):
+        return _to_login()
+    ctx = ctx_of(request)
+    rec = ctx.store.get(request.path_params["check_id"])
+    path = ctx.store.predictions_path(rec.id) if rec is not None and rec.status == "done" else None
+    if path is None or not path.is_file():
+        return page(request, "serve_missing.html", status=404, what="result")
+    return Response(path.read_bytes(), media_type="application/json",
+                    headers={"content-disposition": f'attachment; filename="check-{rec.id}.json"'})
+
+
+async def corpus_file_route(request: Request) -> Response:
+    """A corpus file as it is, sandboxed (no script, no origin); 404 for any path that is not
+    an indexed file inside the corpus root."""
+    if not _logged_in(request):
+        return _to_login()
+    ctx = ctx_of(request)
+    target = corpus_file(ctx.corpus_root, request.path_params["path"], ctx.indexed)
+    if target is None:
+        return page(request, "serve_missing.html", status=404, what="file")
+    kind = _TYPES.get(target.suffix.lower())
+    headers = {"content-security-policy": FILE_CSP}
+    if kind is None:
+        kind = "application/octet-stream"
+        headers["content-disposition"] = "attachment"
+    return Response(target.read_bytes(), media_type=kind, headers=headers)
+
+
+async def stylesheet(request: Request) -> Response:
+    return Response(rendering.stylesheet(), media_type="text/css", headers={"cache-control": "max-age=3600"})
+
+
+async def login(request: Request) -> Response:
+    guard = ctx_of(request).guard
+    if not guard.required:
+        return RedirectResponse("/", status_code=303)
+    if request.method == "GET":
+        return page(request, "serve_login.html", error="")
+    form = await _form(request)
+    if not _csrf_ok(request, form):
+        return _csrf_refused()
+    if not guard.token_ok(form.get("token", "")):
+        return page(request, "serve_login.html", status=401, error="wrong token")
+    resp = RedirectResponse("/", status_code=303)
+    resp.set_cookie(SESSION_COOKIE, guard.session_value(), httponly=True, samesite="strict", path="/")
+    return resp
+
+
+async def logout(request: Request) -> Response:
+    form = await _form(request)
+    if not _csrf_ok(request, form):
+        return _csrf_refused()
+    resp = RedirectResponse("/login" if ctx_of(request).guard.required else "/", status_code=303)
+    resp.delete_cookie(SESSION_COOKIE, path="/")
+    return resp
+
+
+# ------------------------------------------------------------------------ API
+def _api_refusal(request: Request) -> JSONResponse | None:
+    if ctx_of(request).guard.bearer_ok(request.headers.get("authorization")):
+        return None
+    return _error(401, "missing or wrong bearer token (send 'Authorization: Bearer TOKEN')", **{"www-authenticate": "Bearer"})
+
+
+def _api_view(ctx: Context, rec: CheckRecord, with_result: bool = True) -> dict[str, Any]:
+    result = _result(ctx, rec)[0] if with_result else None
+    eta = ctx.queue.eta_s(rec) if rec.status in ("queued", "running") else None
+    out = rendering.record_json(rec, position=ctx.queue.position(rec.id), eta_s=eta, stages=ctx.queue.stages(),
+                                result=result)
+    out["url"] = f"/api/checks/{rec.id}"
+    out["page"] = f"/checks/{rec.id}"
+    return out
+
+
+async def api_create(request: Request) -> Response:
+    if (refused := _api_refusal(request)) is not None:
+        return refused
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        return _error(415, "send the check as JSON: Content-Type: application/json")
+    try:
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError:
+        return _error(422, "the body is not valid JSON")
+    if not isinstance(body, dict) or "claim" not in body:
+        return _error(422, "the body must be a JSON object with a 'claim' (and optionally a 'claim_date', YYYY-MM-DD)")
+    ctx = ctx_of(request)
+    try:
+        claim, date = parse_claim(body["claim"], body.get("claim_date"))
+        rec = ctx.queue.submit(claim, date)
+    except ClaimError as exc:
+        return _error(422, str(exc))
+    except QueueFull as exc:
+        return _error(429, str(exc), **{"retry-after": "30"})
+    return JSONResponse({"id": rec.id, "status": rec.status, "url": f"/api/checks/{rec.id}", "page": f"/checks/{rec.id}"},
+                        status_code=202, headers={"location": f"/api/checks/{rec.id}"})
+
+
+async def api_get(request: Request) -> Response:
+    if (refused := _api_refusal(request)) is not None:
+        return refused
+    ctx = ctx_of(request)
+    rec = ctx.store.get(request.path_params["check_id"])
+    if rec is None:
+        return _error(404, "no such check")
+    return JSONResponse(_api_view(ctx, rec))
+
+
+async def api_list(request: Request) -> Response:
+    if (refused := _api_refusal(request)) is not None:
+        return refused
+    ctx = ctx_of(request)
+    return JSONResponse({"checks": [_api_view(ctx, r, with_result=False) for r in ctx.store.newest_first()]})
+
+
+async def api_status(request: Request) -> Response:
+    if (refused := _api_refusal(request)) is not None:
+        return refused
+    ctx = ctx_of(request)
+    return JSONResponse({"state": ctx.queue.state, "problem": ctx.queue.problem, "waiting": len(ctx.queue.waiting()),
+                         "max_queued": ctx.queue.max_queued, "running": ctx.queue.current.id if ctx.queue.current else None,
+                         "corpus": ctx.corpus_name})

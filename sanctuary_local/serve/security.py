@@ -1,0 +1,209 @@
+"""What keeps the server safe to run next to untrusted documents and browsers.
+
+- ``SecurityMiddleware`` (ASGI, outermost): a request body over ``max_body`` bytes gets 413
+  before any handler reads it; a ``Host`` that is not the server's own gets 421 (a web
+  page cannot reach a loopback server through DNS rebinding); every response gets a
+  Content-Security-Policy that runs no script at all (the app has none), no framing, no
+  sniffing, no referrer.
+- ``Guard``: the bearer token of the API and the login cookie of the pages (only when a
+  token is set; a non-loopback ``--host`` needs one), and CSRF tokens for the forms: an
+  HMAC of a random per-browser cookie (``sl_sid``, SameSite=Strict) with the server's secret.
+- ``corpus_file``: a file of the corpus by its indexed path, canonical and inside the
+  corpus root, or None (``../``, absolute paths, symlinks out of the corpus, unindexed files).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import os
+import secrets
+from collections.abc import Awaitable, Callable, Container, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = ["CSP", "FILE_CSP", "Guard", "SecurityMiddleware", "corpus_file", "host_allowed", "is_loopback", "load_secret"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+#: The app's pages: their own stylesheet and nothing else; no script from anywhere.
+CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+       "frame-ancestors 'none'; base-uri 'none'")
+#: A corpus file served as it is: a sandbox with no script, no origin, nothing loaded.
+FILE_CSP = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'"
+SID_COOKIE, SESSION_COOKIE = "sl_sid", "sl_session"
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (127.0.0.0/8, ::1)."""
+    host = host.strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_allowed(host_header: str, bound: str) -> bool:
+    """Whether a request's ``Host`` may reach a server bound to ``bound``: any loopback name
+    for a loopback server (never a DNS name that merely resolves to it), anything otherwise
+    (the token guards a server on the network)."""
+    if not is_loopback(bound):
+        return True
+    name = host_header.rsplit(":", 1)[0] if not host_header.endswith("]") else host_header
+    return is_loopback(name)
+
+
+def load_secret(data: Path) -> bytes:
+    """The server's HMAC key, kept in ``DATA/secret`` (mode 0600) so a restart keeps open forms valid."""
+    path = data / "secret"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as fh:
+            key = fh.read(64)
+        if len(key) == 32:
+            return key
+    except OSError:
+        pass
+    key = secrets.token_bytes(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key)
+    return key
+
+
+class Guard:
+    """Token checks (API and pages) and CSRF tokens (forms)."""
+
+    def __init__(self, secret: bytes, token: str | None) -> None:
+        self.secret, self.token = secret, token or None
+
+    def _mac(self, what: str) -> str:
+        return hmac.new(self.secret, what.encode("utf-8"), hashlib.sha256).hexdigest()
+
+    @property
+    def required(self) -> bool:
+        return self.token is not None
+
+    def bearer_ok(self, authorization: str | None) -> bool:
+        """The API's ``Authorization: Bearer TOKEN`` (always true without a token)."""
+        if self.token is None:
+            return True
+        scheme, _, value = (authorization or "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), self.token.encode())
+
+    def token_ok(self, value: str) -> bool:
+        return self.token is not None and hmac.compare_digest(value.strip().encode(), self.token.encode())
+
+    def session_value(self) -> str:
+        """The login cookie's value: derived from the token, so a new token logs everyone out."""
+        return self._mac(f"session:{self.token}")
+
+    def cookie_ok(self, cookies: dict[str, str]) -> bool:
+        """A page request's login cookie (always true without a token)."""
+        if self.token is None:
+            return True
+        return hmac.compare_digest(cookies.get(SESSION_COOKIE, "").encode(), self.session_value().encode())
+
+    def csrf_for(self, sid: str) -> str:
+        return self._mac(f"csrf:{sid}")
+
+    def csrf_ok(self, sid: str | None, sent: str | None) -> bool:
+        """A form's CSRF field matches this browser's ``sl_sid`` cookie."""
+        if not sid or not sent:
+            return False
+        return hmac.compare_digest(self.csrf_for(sid).encode(), sent.encode())
+
+
+def corpus_file(root: Path, rel: str, indexed: Container[str]) -> Path | None:
+    """The corpus file ``rel`` (a path the index lists) as a canonical path inside ``root``;
+    None for anything else (see the module docstring)."""
+    if not rel or "\x00" in rel or rel.startswith(("/", "\\")) or ".." in Path(rel).parts or rel not in indexed:
+        return None
+    base = Path(os.path.realpath(root))
+    target = Path(os.path.realpath(base / rel))
+    if not target.is_relative_to(base) or not target.is_file():
+        return None
+    return target
+
+
+class SecurityMiddleware:
+    """Body cap, Host check and security headers for every request (see the module docstring)."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], *, max_body: int, bound_host: str) -> None:
+        self.app, self.max_body, self.bound_host = app, max_body, bound_host
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        if not host_allowed(headers.get("host", ""), self.bound_host):
+            return await _plain(send, 421, "this server answers only to its own address (a loopback name)")
+        length = headers.get("content-length", "")
+        if length and (not length.isdigit() or int(length) > self.max_body):
+            return await _plain(send, 413, f"request body too large: at most {self.max_body} bytes")
+        body = await _read_body(receive, self.max_body)
+        if body is None:
+            return await _plain(send, 413, f"request body too large: at most {self.max_body} bytes")
+        await self.app(scope, _replay(body), _with_headers(send))
+
+
+async def _read_body(receive: Receive, cap: int) -> bytes | None:
+    """The whole request body, or None once it passes ``cap`` bytes."""
+    parts, size = [], 0
+    while True:
+        msg = await receive()
+        if msg["type"] != "http.request":
+            break
+        chunk = msg.get("body", b"")
+        size += len(chunk)
+        if size > cap:
+            return None
+        parts.append(chunk)
+        if not msg.get("more_body", False):
+            break
+    return b"".join(parts)
+
+
+def _replay(body: bytes) -> Receive:
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
+def _with_headers(send: Send) -> Send:
+    async def wrapped(msg: Message) -> None:
+        if msg["type"] == "http.response.start":
+            headers = list(msg.get("headers", []))
+            have = {k.lower() for k, _ in headers}
+            for name, value in ((b"content-security-policy", CSP), (b"x-content-type-options", "nosniff"),
+                                (b"referrer-policy", "no-referrer"), (b"x-frame-options", "DENY"),
+                                (b"cross-origin-opener-policy", "same-origin"), (b"cache-control", "no-store")):
+                if name not in have:
+                    headers.append((name, value.encode("latin-1")))
+            msg = {**msg, "headers": headers}
+        await send(msg)
+
+    return wrapped
+
+
+async def _plain(send: Send, status: int, message: str) -> None:
+    """A JSON error answered before the app (``{"error": message}``)."""
+    body = orjson.dumps({"error": message})
+    await _with_headers(send)({"type": "http.response.start", "status": status,
+                               "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,166 @@
+"""`sanctuary-local serve` in a real browser: Debian's Chromium driven by chromedriver through
+selenium, with JavaScript as the page has it (none: the CSP allows no script). Open the page,
+submit an example claim, wait (meta refresh) for the verdict, follow an evidence link to
+its source and find the snippet highlighted at its exact span, save a screenshot; markup
+in a claim never runs. The stand-in LLM here; the real `cpu-fast` model in the `slow` test,
+whose screenshot (SERVE_SCREENSHOT=docs/serve.png) is the one in docs/serve.md (SERVE_URL:
+against a server already running, e.g. the one the docs' curl examples were made with).
+Skipped without chromium, chromedriver or selenium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from sanctuary_local.records import LABELS
+from serve_support import EVIL, KEEP_SNIPPETS, TINY, Server, build_index
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+try:
+    import selenium  # noqa: F401
+except ImportError:  # the dev extra has it
+    selenium = None
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None or selenium is None,
+                                reason="needs chromium, chromium-driver (apt-get install chromium chromium-driver; "
+                                       ".ci/run does) and selenium (the dev extra)")
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1500", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}"):
+        opts.add_argument(flag)
+    os.environ.setdefault("SE_OFFLINE", "true")  # selenium must not look for drivers online
+    driver = webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER))
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def submit(driver: Any, base: str, claim: str) -> str:
+    """Type ``claim`` into the page's form, press Check; the check's page URL."""
+    from selenium.webdriver.common.by import By
+
+    driver.get(base + "/")
+    box = driver.find_element(By.ID, "claim")
+    box.clear()
+    box.send_keys(claim)
+    driver.find_element(By.ID, "check").click()
+    return driver.current_url
+
+
+def wait_for_verdict(driver: Any, timeout: float) -> str:
+    """The verdict once the page (refreshing itself every 2 s) shows it."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            found = driver.find_elements(By.ID, "verdict") or driver.find_elements(By.ID, "failed")
+            if found:
+                assert found[0].get_attribute("id") == "verdict", found[0].text
+                return found[0].text
+        except StaleElementReferenceException:  # the refresh replaced the page meanwhile
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"no verdict after {timeout} s: {driver.page_source[-2000:]}")
+
+
+def follow_evidence(driver: Any) -> tuple[str, str]:
+    """Click the first "show in its source" link; (the snippet on the check page, the marked span there)."""
+    from selenium.webdriver.common.by import By
+
+    section = driver.find_element(By.CSS_SELECTOR, "section.evidence")
+    snippet = section.find_element(By.TAG_NAME, "mark").text
+    section.find_element(By.CSS_SELECTOR, "a.in-source").click()
+    mark = driver.find_element(By.CSS_SELECTOR, "mark#span")
+    assert driver.current_url.endswith("#span") and mark.is_displayed()
+    return snippet, mark.text
+
+
+def check_flow(driver: Any, server: Server, claim: str, shot: Path, timeout: float) -> tuple[str, float]:
+    base = f"http://127.0.0.1:{server.port}"
+    t = time.monotonic()
+    url = submit(driver, base, claim)
+    verdict = wait_for_verdict(driver, timeout)
+    took = time.monotonic() - t
+    assert "/checks/" in url and verdict in LABELS
+    from selenium.webdriver.common.by import By
+
+    claim_shown = driver.find_element(By.ID, "claim").text
+    assert claim_shown == claim
+    snippet, marked = follow_evidence(driver)
+    assert marked and marked == snippet  # the span highlighted in the source is the snippet
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    driver.get(url)
+    assert driver.save_screenshot(str(shot)) and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return verdict, took
+
+
+def test_check_a_claim_in_the_browser(browser: Any, tmp_path: Path, repo_dir: Path) -> None:
+    from selenium.common.exceptions import NoAlertPresentException
+
+    index = build_index(repo_dir / "examples" / "corpus", tmp_path / "index")
+    server = Server(index, tmp_path / "data", *KEEP_SNIPPETS)
+    try:
+        server.wait_ready()
+        claim = orjson.loads((repo_dir / "examples" / "claims.json").read_bytes())[0]["claim"]
+        check_flow(browser, server, claim, tmp_path / "serve.png", timeout=300)
+        submit(browser, f"http://127.0.0.1:{server.port}", EVIL)  # markup typed in: shown, never run
+        wait_for_verdict(browser, 300)
+        assert browser.title != "pwned" and EVIL in browser.page_source.replace("&lt;", "<").replace("&gt;", ">")
+        with pytest.raises(NoAlertPresentException):
+            browser.switch_to.alert.text
+    finally:
+        server.close()
+
+
+class _Running:
+    """A server someone started already (``SERVE_URL``): its port, nothing to stop."""
+
+    def __init__(self, url: str) -> None:
+        self.port = int(url.rstrip("/").rsplit(":", 1)[1])
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_real_model_check_in_the_browser(browser: Any, tmp_path: Path, repo_dir: Path) -> None:
+    """The `cpu-fast` model (Qwen2.5-Coder-0.5B) on one example claim, end to end: with the
+    test profile's short generations (tests/data/tiny_cpu.toml, based on cpu-fast) unless
+    ``SERVE_PROFILE`` names another; with ``SERVE_URL`` against a server already running
+    (docs/serve.png: `serve --profile cpu-fast`, its models loaded once for the session)."""
+    if url := os.environ.get("SERVE_URL"):
+        server: Any = _Running(url)
+    else:
+        index = build_index(repo_dir / "examples" / "corpus", tmp_path / "index")
+        server = Server(index, tmp_path / "data", profile=os.environ.get("SERVE_PROFILE") or TINY, real_model=True)
+    try:
+        if not url:
+            server.wait_ready(timeout=900)
+        shot = Path(os.environ.get("SERVE_SCREENSHOT") or tmp_path / "serve.png")
+        claim = "Water boils at 70 degrees Celsius on the summit of Mount Everest."
+        verdict, took = check_flow(browser, server, claim, shot.resolve(), timeout=1200)
+        print(f"cpu-fast, model loaded: Check to verdict {took:.1f} s in the browser ({verdict})")
+    finally:
+        server.close()
