@@ -37,6 +37,7 @@ import orjson
 
 from sanctuary_local.corpus.extract import Extraction, Failed, SourceUnit, Skipped, extract
 from sanctuary_local.corpus.index import CURRENT, INDEX_FORMAT, CorpusIndex
+from sanctuary_local.corpus.outdir import REPORT_NAME, check_out, generations, write_marker
 from sanctuary_local.corpus.postings import PostingsWriter
 from sanctuary_local.corpus.walk import MAX_FILE_BYTES, SourceFile, WalkProblem, walk
 from sanctuary_local.errors import UserError
@@ -44,8 +45,6 @@ from sanctuary_local.io.safe_io import atomic_write_bytes
 from sanctuary_local.retrieval.segment import TOKENISER_ID
 
 __all__ = ["IndexReport", "build_index", "INDEX_FORMAT", "CURRENT", "REPORT_NAME"]
-
-REPORT_NAME = "index_report.json"
 
 
 @dataclass
@@ -107,9 +106,10 @@ def _previous(out: Path) -> tuple[Any, dict[str, Any]]:
 
 
 def _clean_stale(out: Path, keep: str | None) -> None:
-    """Remove generation folders a crashed run left (all but the live one)."""
-    for p in out.glob("gen-*"):
-        if p.is_dir() and p.name != keep:
+    """Remove generation folders a crashed run left (all but the live one; only
+    ``gen-NNNNNN`` folders: nothing else in ``out`` is ours to delete)."""
+    for p in generations(out):
+        if p.name != keep:
             shutil.rmtree(p, ignore_errors=True)
 
 
@@ -126,10 +126,12 @@ def build_index(root: Path, out: Path, *, segment_tokens: int = 500, k1: float =
     root, out = Path(root), Path(out)
     if not root.is_dir():
         raise UserError(f"{root}: not a folder (index expects a folder of documents)")
+    check_out(out, root)  # before anything is written: a folder of the user's own files is refused
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"{out}: cannot create the index folder: {exc.strerror or exc}") from None
+    write_marker(out)
     t0 = time.perf_counter()
     old, old_files = _previous(out)
     live = old.generation if old is not None else None

@@ -1,0 +1,101 @@
+"""`sanctuary-local index` on a folder someone else wrote (mail attachments, a leaked
+archive, a scrape): it never loses the user's files, never corrupts the index, never
+drops text silently. Every input here is a real file made by the test (real zips, PDFs,
+.docx, symbolic links, FIFOs); the concurrency test runs two real processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sanctuary_local.cli import main
+from sanctuary_local.corpus.build import CURRENT, REPORT_NAME, build_index
+from sanctuary_local.corpus.index import CorpusIndex
+from sanctuary_local.corpus.outdir import MARKER
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "corpus"
+
+
+@pytest.fixture()
+def docs(tmp_path: Path) -> Path:
+    dst = tmp_path / "docs"
+    shutil.copytree(EXAMPLES, dst)
+    return dst
+
+
+def _report(out: Path) -> dict:
+    return orjson.loads((out / REPORT_NAME).read_bytes())
+
+
+def _reasons(out: Path) -> dict[str, str]:
+    rep = _report(out)
+    return {d["path"]: d["reason"] for d in rep["skipped"] + rep["failed"]}
+
+
+def _paths(out: Path) -> set[str]:
+    index = CorpusIndex(out)
+    return {index.unit_meta(u)["path"] for u in range(index.n_units)}
+
+
+def _tree(folder: Path) -> dict[str, bytes | None]:
+    """Every entry under ``folder`` with its bytes (None for a folder)."""
+    return {str(p.relative_to(folder)): (None if p.is_dir() else p.read_bytes()) for p in sorted(folder.rglob("*"))}
+
+
+# ---------------------------------------------------------------- --out is never the user's folder
+def test_out_holding_user_files_is_refused_untouched(docs: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    u = tmp_path / "u"
+    (u / "gen-photos").mkdir(parents=True)
+    (u / "gen-photos" / "a").write_text("x")
+    (u / "CURRENT").write_text("mine")
+    (u / REPORT_NAME).write_text("my own notes")
+    before = _tree(u)
+    assert main(["index", str(docs), "--out", str(u), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "not an index made by" in err and len(err.strip().splitlines()) == 1
+    assert _tree(u) == before  # nothing deleted, nothing overwritten, no marker added
+
+    (docs / "gen-notes").mkdir()
+    (docs / "gen-notes" / "n.txt").write_text("A note about the Eiffel Tower.\n")
+    before = _tree(docs)
+    assert main(["index", str(docs), "--out", str(docs), "--quiet"]) == 2
+    assert "the folder being indexed" in capsys.readouterr().err
+    assert _tree(docs) == before
+
+
+def test_out_absent_empty_or_ours_is_accepted(docs: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    build_index(docs, empty)
+    assert (empty / MARKER).is_file() and (empty / CURRENT).is_file()
+    # a user's folder put into an index folder is not ours: a rebuild leaves it alone
+    (empty / "gen-photos").mkdir()
+    (empty / "gen-photos" / "a.jpg").write_bytes(b"\xff\xd8 my photo")
+    (empty / "gen-000099").symlink_to(empty / "gen-photos", target_is_directory=True)
+    rep = build_index(docs, empty)
+    assert (empty / "gen-photos" / "a.jpg").read_bytes() == b"\xff\xd8 my photo"
+    assert (empty / "gen-000099").is_symlink() and rep.reused == 4
+    inside = docs / "index"  # --out inside the folder: not walked into
+    build_index(docs, inside)
+    assert not any(p.startswith("index/") for p in _paths(inside))
+
+
+def test_index_made_before_the_marker_is_accepted_and_other_formats_refused(docs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ix"
+    build_index(docs, out)
+    (out / MARKER).unlink()  # as an earlier version left it
+    assert build_index(docs, out).reused == 4 and (out / MARKER).is_file()
+    (out / MARKER).write_text('{"made_by": "sanctuary-local index", "format": "sanctuary-corpus-v9"}')
+    with pytest.raises(Exception, match="format 'sanctuary-corpus-v9'"):
+        build_index(docs, out)
+    (out / MARKER).write_text("not json")
+    with pytest.raises(Exception, match="was not written by"):
+        build_index(docs, out)
