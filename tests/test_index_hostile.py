@@ -99,3 +99,60 @@ def test_index_made_before_the_marker_is_accepted_and_other_formats_refused(docs
     (out / MARKER).write_text("not json")
     with pytest.raises(Exception, match="was not written by"):
         build_index(docs, out)
+
+
+# ---------------------------------------------------------------- one run at a time
+def _index_proc(folder: Path, out: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "sanctuary_local.cli", "index", str(folder), "--out", str(out),
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+
+
+def _many_notes(folder: Path, n: int = 150) -> Path:
+    folder.mkdir()
+    for i in range(n):
+        (folder / f"n{i:03d}.txt").write_text(" ".join(f"word{(i * 7 + j) % 501} topic{i % 11}" for j in range(400)))
+    return folder
+
+
+def test_a_second_run_refuses_while_the_first_holds_the_index(docs: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "ix"
+    build_index(docs, out)
+    holder = subprocess.Popen(  # another process holding the index's lock, as a running `index` does
+        [sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+         "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, b'%d' % os.getpid()); print('locked', flush=True); "
+         "sys.stdin.read()", str(out / "index.lock")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        live = (out / CURRENT).read_text()
+        assert main(["index", str(docs), "--out", str(out), "--quiet"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"(pid {holder.pid}) is writing this index" in err
+        assert (out / CURRENT).read_text() == live  # the refused run changed nothing
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert main(["index", str(docs), "--out", str(out), "--quiet"]) == 0  # the lock died with its holder
+
+
+def test_two_concurrent_runs_leave_a_sound_index(tmp_path: Path) -> None:
+    folder = _many_notes(tmp_path / "notes")
+    ref = build_index(folder, tmp_path / "ref")
+    reference = CorpusIndex(tmp_path / "ref")
+    for attempt in range(3):
+        out = tmp_path / f"ix{attempt}"
+        procs = [_index_proc(folder, out) for _ in range(2)]
+        results = [(p.wait(timeout=300), *p.communicate()) for p in procs]
+        codes = sorted(r[0] for r in results)
+        assert codes in ([0, 0], [0, 2]), results
+        for rc, _, err in results:
+            assert "Traceback" not in err
+            if rc == 2:
+                assert len(err.strip().splitlines()) == 1 and "is writing this index" in err
+        index = CorpusIndex(out)
+        assert (index.n_units, index.n_segments) == (ref.units, ref.segments)
+        assert index.manifest["postings"] == reference.manifest["postings"]  # not doubled
+        assert index.search("word17 topic3", 5)[0].tolist() == reference.search("word17 topic3", 5)[0].tolist()
+        assert [p.name for p in out.glob("gen-*")] == [index.generation]

@@ -10,6 +10,11 @@ Layout of ``INDEX``::
       units.npy          per unit: text and meta byte offsets and lengths (int64 × 4)
       vocab.npy …        the BM25 arrays (``postings.py``), memory-mapped when searching
     index_report.json    the last run: every skipped, failed or flagged file with its reason
+    sanctuary-index.json the marker: this folder is an index made by ``index`` (its format)
+    index.lock           held (flock) by the run writing the index: one run at a time
+
+``--out`` must be absent, empty or an index this tool made, and only these names are
+ever written or removed in it (``outdir.py``): a folder of the user's files is refused.
 
 Atomic: a run writes a new generation folder and only then points ``CURRENT`` at it, so
 an interrupted run leaves the previous index loadable (or, the first time, no index:
@@ -37,7 +42,7 @@ import orjson
 
 from sanctuary_local.corpus.extract import Extraction, Failed, SourceUnit, Skipped, extract
 from sanctuary_local.corpus.index import CURRENT, INDEX_FORMAT, CorpusIndex
-from sanctuary_local.corpus.outdir import REPORT_NAME, check_out, generations, write_marker
+from sanctuary_local.corpus.outdir import REPORT_NAME, IndexLock, check_out, generations, write_marker
 from sanctuary_local.corpus.postings import PostingsWriter
 from sanctuary_local.corpus.walk import MAX_FILE_BYTES, SourceFile, WalkProblem, walk
 from sanctuary_local.errors import UserError
@@ -131,7 +136,15 @@ def build_index(root: Path, out: Path, *, segment_tokens: int = 500, k1: float =
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"{out}: cannot create the index folder: {exc.strerror or exc}") from None
-    write_marker(out)
+    with IndexLock(out):
+        check_out(out, root)  # again, now that no other run can change it
+        write_marker(out)
+        return _build(root, out, segment_tokens, k1, b, max_bytes, progress)
+
+
+def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, max_bytes: int,
+           progress: Callable[[int, int, str], None] | None) -> IndexReport:
+    """``build_index`` once ``out`` is checked and locked."""
     t0 = time.perf_counter()
     old, old_files = _previous(out)
     live = old.generation if old is not None else None

@@ -10,12 +10,19 @@ Anything else is refused with one line: a folder holding other files (the user's
 indexed itself, an index of another format. Inside an accepted folder, only names this
 tool writes are ever touched (``generations`` lists ``gen-NNNNNN`` folders only, never
 a link).
+
+One run at a time: ``IndexLock`` holds ``flock(LOCK_EX)`` on ``LOCK_NAME`` for the whole
+run, and a second run refuses at once with one line naming the first one's pid (two
+runs used to write the same generation: doubled postings). The kernel drops the lock
+when its holder dies, kill -9 included, so a crashed run never leaves the folder locked.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+import stat
 from pathlib import Path
 
 import orjson
@@ -25,7 +32,7 @@ from sanctuary_local.corpus.names import printable
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import atomic_write_bytes, read_regular
 
-__all__ = ["MARKER", "LOCK_NAME", "REPORT_NAME", "check_out", "generations", "write_marker"]
+__all__ = ["MARKER", "LOCK_NAME", "REPORT_NAME", "IndexLock", "check_out", "generations", "write_marker"]
 
 #: The file that says "an index made by ``sanctuary-local index``", with its format.
 MARKER = "sanctuary-index.json"
@@ -36,6 +43,7 @@ REPORT_NAME = "index_report.json"
 #: The name of a generation folder.
 GEN_NAME = re.compile(r"gen-\d{6}")
 _MADE_BY = "sanctuary-local index"
+_MARKER_TEMP = re.compile(rf"\.{re.escape(MARKER)}\.[^/]+\.tmp")
 
 
 def _marker_format(out: Path) -> str | None:
@@ -80,7 +88,8 @@ def check_out(out: Path, root: Path) -> bool:
     if fmt is None:
         fmt = _legacy_format(out)
     if fmt is None:
-        names = sorted(n for n in os.listdir(out) if n != LOCK_NAME)
+        # a first run in progress has made only these so far (the marker's temp file: atomic_write_bytes)
+        names = sorted(n for n in os.listdir(out) if n != LOCK_NAME and not _MARKER_TEMP.fullmatch(n))
         if not names:
             return False
         shown = ", ".join(repr(printable(n)) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
@@ -106,3 +115,42 @@ def generations(out: Path) -> list[Path]:
         if GEN_NAME.fullmatch(p.name) and not p.is_symlink() and p.is_dir():
             found.append(p)
     return sorted(found)
+
+
+class IndexLock:
+    """An exclusive, non-blocking ``flock`` on ``out/LOCK_NAME`` (module doc); a context
+    manager. ``UserError`` when another process holds it."""
+
+    def __init__(self, out: Path) -> None:
+        path = Path(out) / LOCK_NAME
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            self.fd = os.open(path, flags, 0o666)
+        except OSError as exc:
+            raise UserError(f"{path}: cannot open the index's lock file: {exc.strerror or exc}") from None
+        try:
+            if not stat.S_ISREG(os.fstat(self.fd).st_mode):
+                raise UserError(f"{path}: the index's lock file is not a regular file; remove it")
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(self.fd, 32, 0).decode("ascii", "replace").strip() or "?"
+                raise UserError(f"{out}: another `{_MADE_BY}` run (pid {printable(holder)}) is writing this index; "
+                                f"wait for it to end, or index into another --out") from None
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def release(self) -> None:
+        """Unlock (closing the descriptor drops the lock)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> IndexLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
