@@ -156,3 +156,22 @@ def test_two_concurrent_runs_leave_a_sound_index(tmp_path: Path) -> None:
         assert index.manifest["postings"] == reference.manifest["postings"]  # not doubled
         assert index.search("word17 topic3", 5)[0].tolist() == reference.search("word17 topic3", 5)[0].tolist()
         assert [p.name for p in out.glob("gen-*")] == [index.generation]
+
+
+# ---------------------------------------------------------------- names that are not UTF-8
+def test_undecodable_file_names_are_indexed_and_reported(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / os.fsdecode(b"d\xfe")).mkdir(parents=True)
+    (src / os.fsdecode(b"\xff.txt")).write_text("A note named in Latin-1 about the Eiffel Tower.\n")
+    (src / os.fsdecode(b"d\xfe") / os.fsdecode(b"caf\xe9.md")).write_text("# Caf\u00e9\nCoffee notes.\n")
+    (src / os.fsdecode(b"\xff.xyz")).write_text("an unsupported type with an odd name")
+    (src / "\\xff.txt").write_text("A file literally named backslash-x-f-f.\n")  # spelled like the escape
+    out = tmp_path / "ix"
+    for _ in range(2):  # the second run reads the first one's index back
+        assert main(["index", str(src), "--out", str(out), "--quiet"]) == 0
+        rep = _report(out)  # valid JSON
+        assert {"path": "\\xff.xyz", "reason": "unsupported file type (.xyz)"} in rep["skipped"]
+        assert {"path": "\\xff.txt", "reason": "duplicate name (another file has the same name; indexed once)"} \
+            in rep["skipped"]
+        assert _paths(out) == {"\\xff.txt", "d\\xfe/caf\\xe9.md"}
+    assert rep["reused"] == 2

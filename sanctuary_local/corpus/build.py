@@ -42,6 +42,7 @@ import orjson
 
 from sanctuary_local.corpus.extract import Extraction, Failed, SourceUnit, Skipped, extract
 from sanctuary_local.corpus.index import CURRENT, INDEX_FORMAT, CorpusIndex
+from sanctuary_local.corpus.names import json_safe
 from sanctuary_local.corpus.outdir import REPORT_NAME, IndexLock, check_out, generations, write_marker
 from sanctuary_local.corpus.postings import PostingsWriter
 from sanctuary_local.corpus.walk import MAX_FILE_BYTES, SourceFile, WalkProblem, walk
@@ -82,7 +83,7 @@ class _Units:
 
     def add(self, u: SourceUnit) -> None:
         data = u.text.encode("utf-8", errors="replace")
-        meta = orjson.dumps({"path": u.path, "page": u.page, "line": u.line, "url": u.url, "title": u.title})
+        meta = orjson.dumps(json_safe({"path": u.path, "page": u.page, "line": u.line, "url": u.url, "title": u.title}))
         self.texts.write(data)
         self.meta.write(meta)
         self.rows.append((self.t_off, len(data), self.m_off, len(meta)))
@@ -152,7 +153,7 @@ def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, max_
     name = _next_name(out, live)
     gen = out / name
     gen.mkdir()
-    report = IndexReport(index=str(out), generation=name)
+    report = IndexReport(index=json_safe(str(out)), generation=name)
     items = list(walk(root, exclude=out, max_bytes=max_bytes))
     postings = PostingsWriter(gen, segment_tokens, k1, b)
     units = _Units(gen, postings)
@@ -168,13 +169,15 @@ def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, max_
     report.units, report.segments, report.text_bytes = len(units.rows), counts["segments"], units.t_off
     manifest = {"format": INDEX_FORMAT, "tokeniser": TOKENISER_ID, "segment_tokens": segment_tokens, "k1": k1, "b": b,
                 "root": str(root.resolve()), **counts, "units": len(units.rows), "text_bytes": units.t_off, "files": files}
-    atomic_write_bytes(gen / "manifest.json", orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+    atomic_write_bytes(gen / "manifest.json", orjson.dumps(json_safe(manifest), option=orjson.OPT_INDENT_2))
+    report.seconds = round(time.perf_counter() - t0, 3)
+    # serialised before the switch: a report that cannot be written must not follow a live index
+    report_bytes = orjson.dumps(json_safe(report.__dict__), option=orjson.OPT_INDENT_2)
     if old is not None:
         old.close()
     atomic_write_bytes(out / CURRENT, name.encode())  # the switch: the new generation is live
     _clean_stale(out, name)
-    report.seconds = round(time.perf_counter() - t0, 3)
-    atomic_write_bytes(out / REPORT_NAME, orjson.dumps(report.__dict__, option=orjson.OPT_INDENT_2))
+    atomic_write_bytes(out / REPORT_NAME, report_bytes)
     return report
 
 
@@ -183,6 +186,9 @@ def _one_file(item: SourceFile | WalkProblem, old: Any, old_files: dict[str, Any
     """Extract (or reuse) one file's units into the new generation; record any problem."""
     if isinstance(item, WalkProblem):
         getattr(report, item.status).append({"path": item.path, "reason": item.reason})
+        return
+    if item.path in files:  # two names spelled alike (an undecodable byte vs a literal "\xff")
+        report.skipped.append({"path": item.path, "reason": "duplicate name (another file has the same name; indexed once)"})
         return
     try:
         data = item.read()

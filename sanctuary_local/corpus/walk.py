@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from sanctuary_local.corpus.names import display_name
 from sanctuary_local.io.safe_io import NotRegularFile, open_regular
 
 __all__ = ["SourceFile", "WalkProblem", "walk", "MAX_FILE_BYTES"]
@@ -30,7 +31,8 @@ _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplem
 
 @dataclass(frozen=True)
 class SourceFile:
-    """A file to extract: ``path`` relative to the folder (``a.zip!/dir/b.pdf`` in an archive)."""
+    """A file to extract: ``path`` relative to the folder (``a.zip!/dir/b.pdf`` in an
+    archive), undecodable bytes of its name spelled ``\\xNN`` (``names.display_name``)."""
 
     path: str
     size: int
@@ -65,7 +67,8 @@ def walk(root: Path, *, exclude: Path | None = None, max_bytes: int = MAX_FILE_B
             if name.startswith("."):
                 continue
             full = here / name
-            rel = full.relative_to(root).as_posix()
+            # the name as stored and printed: an undecodable byte spelled \xNN (valid JSON)
+            rel = display_name(full.relative_to(root).as_posix())
             yield from _one(full, rel, max_bytes)
 
 
