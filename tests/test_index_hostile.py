@@ -175,3 +175,48 @@ def test_undecodable_file_names_are_indexed_and_reported(tmp_path: Path) -> None
             in rep["skipped"]
         assert _paths(out) == {"\\xff.txt", "d\\xfe/caf\\xe9.md"}
     assert rep["reused"] == 2
+
+
+# ---------------------------------------------------------------- symbolic links
+def test_links_out_of_the_folder_are_listed_not_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("The outside secret: a password.\n")
+    (outside / "sub").mkdir()
+    (outside / "sub" / "more.txt").write_text("More outside text.\n")
+    src = tmp_path / "src"
+    (src / "in").mkdir(parents=True)
+    (src / "in" / "note.txt").write_text("A note inside the folder about bridges.\n")
+    (src / "p.txt").symlink_to(outside / "secret.txt")
+    (src / "inside-link.txt").symlink_to(src / "in" / "note.txt")
+    (src / "relative-link.txt").symlink_to(Path("in") / "note.txt")
+    (src / "linked-folder").symlink_to(outside / "sub", target_is_directory=True)
+    (src / "dangling.txt").symlink_to(tmp_path / "nowhere.txt")
+    (src / "loop.txt").symlink_to(src / "loop.txt")
+    out = tmp_path / "ix"
+    assert main(["index", str(src), "--out", str(out), "--quiet"]) == 0
+    assert _paths(out) == {"in/note.txt", "inside-link.txt", "relative-link.txt"}
+    reasons = _reasons(out)
+    assert reasons["p.txt"].startswith("symbolic link to a file outside the folder")
+    assert reasons["linked-folder"] == "symbolic link to a folder (not followed)"
+    assert reasons["dangling.txt"].startswith("broken symbolic link") and reasons["loop.txt"].startswith("broken")
+    assert main(["index", str(src), "--out", str(out), "--quiet", "--follow-links"]) == 0
+    assert _paths(out) == {"in/note.txt", "inside-link.txt", "relative-link.txt", "p.txt"}
+    assert "linked-folder" in _reasons(out)  # folders stay unfollowed
+
+
+def test_a_file_swapped_for_a_link_during_the_run_is_not_followed(tmp_path: Path) -> None:
+    (tmp_path / "secret.txt").write_text("The outside secret.\n")
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("a.txt", "b.txt"):
+        (src / name).write_text(f"Note {name} about rivers.\n")
+
+    def swap(done: int, total: int, path: str) -> None:
+        if done == 1:  # a.txt is read; b.txt, listed as a plain file, becomes a link
+            (src / "b.txt").unlink()
+            (src / "b.txt").symlink_to(tmp_path / "secret.txt")
+
+    build_index(src, tmp_path / "ix", progress=swap)
+    assert _paths(tmp_path / "ix") == {"a.txt"}
+    assert "symbolic link" in _reasons(tmp_path / "ix")["b.txt"]

@@ -17,6 +17,7 @@ def index(
     out: Path = typer.Option(..., "--out", help="The index folder (created; rerun to update it: unchanged files are not extracted again)."),
     max_file_mb: float = typer.Option(64.0, "--max-file-mb", help="Skip files (and zip members) larger than this."),
     segment_tokens: int = typer.Option(500, "--segment-tokens", help="Words per coarse segment (the pipeline's retrieval.segment_tokens)."),
+    follow_links: bool = typer.Option(False, "--follow-links", help="Also index files that symbolic links lead to outside the folder (by default only links to files inside it are followed; links to folders never are)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Index a folder of documents for `check` and `run --corpus`.
@@ -38,7 +39,7 @@ def index(
             bar.update(task, completed=done, total=total, description=escape(path[-60:]))
 
         rep = build_index(folder, out, segment_tokens=segment_tokens, max_bytes=int(max_file_mb * 1024 * 1024),
-                          progress=tick)
+                          follow_links=follow_links, progress=tick)
     size = f"{rep.text_bytes / 1e6:.1f} MB" if rep.text_bytes >= 1e6 else f"{rep.text_bytes / 1e3:.1f} kB"
     console.print(f"index {escape(str(out))} ({rep.generation}): {rep.indexed} files read, {rep.reused} unchanged, "
                   f"{rep.removed} removed; {rep.units} documents, {rep.segments} segments, {size} of text "

@@ -125,10 +125,11 @@ def _next_name(out: Path, live: str | None) -> str:
 
 
 def build_index(root: Path, out: Path, *, segment_tokens: int = 500, k1: float = 1.5, b: float = 0.75,
-                max_bytes: int = MAX_FILE_BYTES,
+                max_bytes: int = MAX_FILE_BYTES, follow_links: bool = False,
                 progress: Callable[[int, int, str], None] | None = None) -> IndexReport:
     """Index the files under ``root`` into ``out`` (module doc); ``progress(done, total,
-    path)`` is called before the first file and after each."""
+    path)`` is called before the first file and after each. ``follow_links``: also follow
+    links to files outside ``root`` (``walk.py``)."""
     root, out = Path(root), Path(out)
     if not root.is_dir():
         raise UserError(f"{root}: not a folder (index expects a folder of documents)")
@@ -140,10 +141,10 @@ def build_index(root: Path, out: Path, *, segment_tokens: int = 500, k1: float =
     with IndexLock(out):
         check_out(out, root)  # again, now that no other run can change it
         write_marker(out)
-        return _build(root, out, segment_tokens, k1, b, max_bytes, progress)
+        return _build(root, out, segment_tokens, k1, b, max_bytes, follow_links, progress)
 
 
-def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, max_bytes: int,
+def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, max_bytes: int, follow_links: bool,
            progress: Callable[[int, int, str], None] | None) -> IndexReport:
     """``build_index`` once ``out`` is checked and locked."""
     t0 = time.perf_counter()
@@ -154,7 +155,7 @@ def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, max_
     gen = out / name
     gen.mkdir()
     report = IndexReport(index=json_safe(str(out)), generation=name)
-    items = list(walk(root, exclude=out, max_bytes=max_bytes))
+    items = list(walk(root, exclude=out, max_bytes=max_bytes, follow_links=follow_links))
     postings = PostingsWriter(gen, segment_tokens, k1, b)
     units = _Units(gen, postings)
     files: dict[str, Any] = {}
@@ -192,6 +193,9 @@ def _one_file(item: SourceFile | WalkProblem, old: Any, old_files: dict[str, Any
         return
     try:
         data = item.read()
+    except Skipped as exc:
+        report.skipped.append({"path": item.path, "reason": str(exc)})
+        return
     except Failed as exc:
         report.failed.append({"path": item.path, "reason": str(exc)})
         return

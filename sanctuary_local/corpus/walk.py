@@ -4,8 +4,14 @@ Yields ``SourceFile`` (a path relative to the folder, its size, a way to read it
 or ``WalkProblem`` (something that cannot be read at all: a FIFO, a broken or encrypted
 archive, a file over the size cap). Order is sorted and stable, so two walks of the same
 folder give the same index. Hidden entries (a name starting with ".") and the index's own
-folder are not walked; symbolic links to folders are not followed (no cycles); nested
-archives are reported, not opened (no zip bombs by nesting).
+folder are not walked; nested archives are reported, not opened (no zip bombs by nesting).
+
+Symbolic links: a link to a file is followed only when its target lies inside the
+folder (``follow_links=True`` follows every file link): a link to ``/etc/passwd`` in a
+folder someone else wrote must not put that file into the index. A link to a folder is
+never followed (no cycles, nothing outside). Both are listed as skipped, with the reason.
+A file is opened without following a link (``O_NOFOLLOW`` on its real path), so a file
+swapped for a link during the run is not followed either.
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from sanctuary_local.corpus.extract import Failed, Skipped
 from sanctuary_local.corpus.names import display_name
+from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import NotRegularFile, open_regular
 
 __all__ = ["SourceFile", "WalkProblem", "walk", "MAX_FILE_BYTES"]
@@ -48,34 +56,71 @@ class WalkProblem:
     reason: str
 
 
+def _open(path: Path):
+    """``path`` opened for reading, never through a link (it is a real path: a link there
+    now was put there during the run)."""
+    try:
+        return open_regular(path, follow=False)
+    except NotRegularFile:
+        raise
+    except UserError:
+        raise Skipped("became a symbolic link during the run (not followed)") from None
+
+
 def _read_file(path: Path, cap: int) -> Callable[[], bytes]:
     def read() -> bytes:
-        with open_regular(path) as fh:
+        with _open(path) as fh:
             return fh.read(cap + 1)
 
     return read
 
 
-def walk(root: Path, *, exclude: Path | None = None, max_bytes: int = MAX_FILE_BYTES) -> Iterator[SourceFile | WalkProblem]:
+def walk(root: Path, *, exclude: Path | None = None, max_bytes: int = MAX_FILE_BYTES,
+         follow_links: bool = False) -> Iterator[SourceFile | WalkProblem]:
     """Every file under ``root`` (sorted), zip archives opened (see module doc)."""
     root = Path(root)
+    real_root = os.path.realpath(root)
     skip = Path(os.path.abspath(exclude)) if exclude is not None else None
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and Path(os.path.abspath(here / d)) != skip)
+        for d in [d for d in dirnames if (here / d).is_symlink()]:  # os.walk lists them, never enters them
+            yield WalkProblem(_rel(here / d, root), "skipped", "symbolic link to a folder (not followed)")
         for name in sorted(filenames):
             if name.startswith("."):
                 continue
             full = here / name
-            # the name as stored and printed: an undecodable byte spelled \xNN (valid JSON)
-            rel = display_name(full.relative_to(root).as_posix())
-            yield from _one(full, rel, max_bytes)
+            yield from _one(full, _rel(full, root), max_bytes, real_root, follow_links)
 
 
-def _one(full: Path, rel: str, max_bytes: int) -> Iterator[SourceFile | WalkProblem]:
+def _rel(full: Path, root: Path) -> str:
+    """The name as stored and printed: relative, an undecodable byte spelled \\xNN (valid JSON)."""
+    return display_name(full.relative_to(root).as_posix())
+
+
+def _link_target(full: Path, rel: str, real_root: str, follow_links: bool) -> Path | WalkProblem:
+    """The real path a file link leads to, or why it is not followed."""
+    target = os.path.realpath(full)
+    if not os.path.exists(target):
+        return WalkProblem(rel, "skipped", "broken symbolic link (its target does not exist)")
+    if os.path.isdir(target):
+        return WalkProblem(rel, "skipped", "symbolic link to a folder (not followed)")
+    if not follow_links and os.path.commonpath([real_root, target]) != real_root:
+        return WalkProblem(rel, "skipped", "symbolic link to a file outside the folder (not followed; "
+                                           "--follow-links follows it)")
+    return Path(target)
+
+
+def _one(full: Path, rel: str, max_bytes: int, real_root: str, follow_links: bool) -> Iterator[SourceFile | WalkProblem]:
+    if full.is_symlink():
+        target = _link_target(full, rel, real_root, follow_links)
+        if isinstance(target, WalkProblem):
+            yield target
+            return
+        full = target
     try:
         st = full.stat()
-    except OSError as exc:  # a dangling link
+    except OSError as exc:
         yield WalkProblem(rel, "failed", f"cannot be read: {exc.strerror or exc}")
         return
     if not full.is_file():
@@ -95,9 +140,12 @@ def _members(full: Path, rel: str, max_bytes: int, size: int) -> Iterator[Source
         yield WalkProblem(rel, "skipped", "empty (0-byte zip archive)")
         return
     try:
-        with open_regular(full) as fh:  # held in memory (≤ max_bytes): members are read after it is closed
+        with _open(full) as fh:  # held in memory (≤ max_bytes): members are read after it is closed
             zf = zipfile.ZipFile(io.BytesIO(fh.read()))
             infos = sorted(zf.infolist(), key=lambda i: i.filename)
+    except Skipped as exc:
+        yield WalkProblem(rel, "skipped", str(exc))
+        return
     except (NotRegularFile, *_ZIP_ERRORS, ValueError) as exc:
         yield WalkProblem(rel, "failed", f"broken zip archive ({exc})"[:300])
         return
@@ -123,8 +171,6 @@ def _member_reader(zf: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int) -> Call
             with zf.open(info) as fh:
                 return fh.read(cap + 1)
         except _ZIP_ERRORS as exc:
-            from sanctuary_local.corpus.extract import Failed
-
             raise Failed(f"damaged zip member ({exc})"[:300]) from None
 
     return read
