@@ -220,3 +220,18 @@ def test_a_file_swapped_for_a_link_during_the_run_is_not_followed(tmp_path: Path
     build_index(src, tmp_path / "ix", progress=swap)
     assert _paths(tmp_path / "ix") == {"a.txt"}
     assert "symbolic link" in _reasons(tmp_path / "ix")["b.txt"]
+
+
+# ---------------------------------------------------------------- deep folders
+def test_a_folder_nested_1100_deep_is_walked(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "top.txt").write_text("A note at the top about lighthouses.\n")
+    deep = src
+    for _ in range(1100):
+        deep = deep / "d"
+        deep.mkdir()
+    (deep / "bottom.txt").write_text("A note at the bottom about submarines.\n")
+    out = tmp_path / "ix"
+    assert main(["index", str(src), "--out", str(out), "--quiet"]) == 0
+    assert _paths(out) == {"top.txt", "d/" * 1100 + "bottom.txt"}

@@ -77,20 +77,41 @@ def _read_file(path: Path, cap: int) -> Callable[[], bytes]:
 
 def walk(root: Path, *, exclude: Path | None = None, max_bytes: int = MAX_FILE_BYTES,
          follow_links: bool = False) -> Iterator[SourceFile | WalkProblem]:
-    """Every file under ``root`` (sorted), zip archives opened (see module doc)."""
+    """Every file under ``root`` (sorted, a folder's files before its subfolders), zip
+    archives opened (see module doc). Iterative: a folder nested thousands deep is walked
+    like any other (``os.walk`` recursed, and Python's recursion limit stopped the run)."""
     root = Path(root)
     real_root = os.path.realpath(root)
-    skip = Path(os.path.abspath(exclude)) if exclude is not None else None
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and Path(os.path.abspath(here / d)) != skip)
-        for d in [d for d in dirnames if (here / d).is_symlink()]:  # os.walk lists them, never enters them
-            yield WalkProblem(_rel(here / d, root), "skipped", "symbolic link to a folder (not followed)")
-        for name in sorted(filenames):
-            if name.startswith("."):
+    skip = _identity(exclude) if exclude is not None else None
+    stack = [root]
+    while stack:
+        here = stack.pop()
+        try:
+            with os.scandir(here) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            yield WalkProblem(_rel(here, root), "failed", f"folder cannot be read: {exc.strerror or exc}")
+            continue
+        subdirs = []
+        for entry in entries:
+            if entry.name.startswith("."):
                 continue
-            full = here / name
-            yield from _one(full, _rel(full, root), max_bytes, real_root, follow_links)
+            full = here / entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if skip is None or _identity(full) != skip:
+                    subdirs.append(full)
+            else:
+                yield from _one(full, _rel(full, root), max_bytes, real_root, follow_links)
+        stack.extend(reversed(subdirs))
+
+
+def _identity(path: Path | None) -> tuple[int, int] | None:
+    """(device, inode) of ``path``, None when it cannot be read."""
+    try:
+        st = os.stat(path)  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _rel(full: Path, root: Path) -> str:
