@@ -233,5 +233,37 @@ def test_a_folder_nested_1100_deep_is_walked(tmp_path: Path) -> None:
         deep.mkdir()
     (deep / "bottom.txt").write_text("A note at the bottom about submarines.\n")
     out = tmp_path / "ix"
-    assert main(["index", str(src), "--out", str(out), "--quiet"]) == 0
-    assert _paths(out) == {"top.txt", "d/" * 1100 + "bottom.txt"}
+    try:
+        assert main(["index", str(src), "--out", str(out), "--quiet"]) == 0
+        assert _paths(out) == {"top.txt", "d/" * 1100 + "bottom.txt"}
+    finally:  # bottom up: shutil.rmtree (pytest's clean-up of old tmp folders) recurses
+        (deep / "bottom.txt").unlink()
+        while deep != src:
+            deep.rmdir()
+            deep = deep.parent
+
+
+# ---------------------------------------------------------------- deep HTML
+def _nested_page(depth: int) -> str:
+    return ("<html><head><title>Deep page</title><link rel='canonical' href='https://deep.example/p'></head><body>"
+            "<p>Before the deep part.</p>" + "<div>" * depth + "<p>At the bottom of the nest.</p>" + "</div>" * depth
+            + "<p>After the deep part: the harbour reopened in &amp; after May.</p><script>var hidden = 1;</script>"
+            + "</body></html>")
+
+
+def test_deeply_nested_html_keeps_its_text(tmp_path: Path) -> None:
+    from sanctuary_local.corpus.extract import HTML_TOO_DEEP
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "deep300.html").write_text(_nested_page(300))  # past libxml2's default 256 levels
+    (src / "deep3000.html").write_text(_nested_page(3000))  # past its 2,048 levels with huge_tree
+    out = tmp_path / "ix"
+    rep = build_index(src, out)
+    index = CorpusIndex(out)
+    units = {index.unit_meta(u)["path"]: (index.unit_meta(u), index.unit_text(u)) for u in range(index.n_units)}
+    for name in ("deep300.html", "deep3000.html"):
+        meta, text = units[name]
+        assert "At the bottom of the nest." in text and "the harbour reopened in & after May." in text, name
+        assert "hidden" not in text and (meta["title"], meta["url"]) == ("Deep page", "https://deep.example/p")
+    assert rep.flagged == [{"path": "deep3000.html", "flags": [HTML_TOO_DEEP]}]

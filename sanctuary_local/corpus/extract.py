@@ -6,6 +6,10 @@ One function per format, chosen by the file's extension from ``EXTRACTORS``:
   the page's metadata; the URL from ``<link rel=canonical>``, else ``og:url``, else
   none (the file path stands in). A page trafilatura finds no main text in falls back
   to the text of its ``<body>`` (lxml), so a short note saved as HTML is not lost.
+  Deep nesting: libxml2 stops parsing at 256 levels (2,048 with ``huge_tree``) and
+  drops everything after the deep part without an error; a page deeper than 2,048
+  levels is read by stripping its tags instead (all its text, no main-content
+  selection) and flagged ``HTML_TOO_DEEP``.
 - PDF: one unit per page (``page`` is 1-based) via pypdf; an encrypted PDF that does
   not open with the empty password, or a PDF pypdf cannot parse, is a failure.
 - Plain text and Markdown: the decoded file as it is (so a span in the unit is a span
@@ -31,10 +35,13 @@ from pathlib import PurePosixPath
 
 import orjson
 
-__all__ = ["SourceUnit", "Extraction", "Skipped", "Failed", "EXTRACTORS", "extract", "kind_of", "UNDECODABLE"]
+__all__ = ["SourceUnit", "Extraction", "Skipped", "Failed", "EXTRACTORS", "extract", "kind_of", "UNDECODABLE",
+           "HTML_TOO_DEEP"]
 
 #: Flag of a file whose undecodable bytes were replaced by U+FFFD.
 UNDECODABLE = "undecodable_bytes_replaced"
+#: Flag of a page nested too deep to parse: its text was read with the tags stripped.
+HTML_TOO_DEEP = "html_too_deep_tags_stripped"
 _SNIFF_BYTES = 8192
 
 
@@ -120,21 +127,49 @@ def extract_html(path: str, data: bytes) -> Extraction:
         raise Skipped("empty")
     trafilatura = _require("trafilatura", "trafilatura")
     lxml_html = _require("lxml.html", "lxml")
+    parser = lxml_html.HTMLParser(huge_tree=True)  # libxml2's default stops at 256 levels of nesting
     try:
-        tree = lxml_html.document_fromstring(text)
+        tree = lxml_html.document_fromstring(text, parser=parser)
     except Exception as exc:  # noqa: BLE001 - lxml raises several types for junk
         raise Failed(f"not parseable as HTML ({type(exc).__name__}: {exc})") from None
-    body = trafilatura.extract(text, include_comments=False, include_tables=True, favor_recall=True,
-                               deduplicate=False) or ""
-    if not body.strip():
-        body = re.sub(r"[ \t]*\n\s*", "\n", tree.text_content() or "").strip()
+    title = tree.findtext(".//title") or ""  # the head is parsed even when the body is too deep
+    if any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log):  # the parse stopped early
+        body, flags = strip_tags(text), flags + (HTML_TOO_DEEP,)
+    else:
+        meta = trafilatura.extract_metadata(tree)  # both copy the tree: it stays as parsed
+        title = meta.title if meta is not None and meta.title else title
+        body = trafilatura.extract(tree, include_comments=False, include_tables=True, favor_recall=True,
+                                   deduplicate=False) or ""
+        if not body.strip():
+            body = re.sub(r"[ \t]*\n\s*", "\n", tree.text_content() or "").strip()
     if not body.strip():
         raise Skipped("empty (no text in the page)")
-    title = tree.findtext(".//title") or ""
-    meta = trafilatura.extract_metadata(text)
-    if meta is not None and meta.title:
-        title = meta.title
     return Extraction((SourceUnit(path, body, url=_page_url(tree), title=" ".join(title.split())),), flags)
+
+
+_HIDDEN_OPEN = re.compile(r"<(script|style|noscript|template)\b|<!--", re.IGNORECASE)
+_HIDDEN_CLOSE = {name: re.compile(rf"</{name}\s*>", re.IGNORECASE) for name in ("script", "style", "noscript", "template")}
+#: A tag: ``[^<>]`` stops at the next "<", so a stray "<" costs one short scan, not one to the end.
+_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]*)?[^<>]*>")
+_BLOCK = frozenset("p div br li ul ol tr table h1 h2 h3 h4 h5 h6 section article header footer blockquote pre dd dt".split())
+
+
+def strip_tags(page: str) -> str:
+    """The text of an HTML page without parsing it: scripts, styles and comments dropped,
+    tags removed (a block tag ends a line), entities decoded. Linear in the page's size
+    whatever its nesting; what an unparseable page's text is read with."""
+    import html
+
+    kept, pos = [], 0
+    while (m := _HIDDEN_OPEN.search(page, pos)) is not None:
+        kept.append(page[pos:m.start()])
+        close = re.compile("-->") if m.group(1) is None else _HIDDEN_CLOSE[m.group(1).lower()]
+        end = close.search(page, m.end())
+        pos = end.end() if end is not None else len(page)
+    kept.append(page[pos:])
+    text = _TAG.sub(lambda t: "\n" if (t.group(2) or "").lower() in _BLOCK else " ", "".join(kept))
+    text = html.unescape(text)
+    return re.sub(r"\n\s*\n+", "\n", re.sub(r"[ \t\r\f\v]+", " ", text)).strip()
 
 
 # ------------------------------------------------------------------------------- PDF
