@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import orjson
@@ -267,3 +268,43 @@ def test_deeply_nested_html_keeps_its_text(tmp_path: Path) -> None:
         assert "At the bottom of the nest." in text and "the harbour reopened in & after May." in text, name
         assert "hidden" not in text and (meta["title"], meta["url"]) == ("Deep page", "https://deep.example/p")
     assert rep.flagged == [{"path": "deep3000.html", "flags": [HTML_TOO_DEEP]}]
+
+
+# ---------------------------------------------------------------- zip archives
+def test_a_zip_member_listed_many_times_is_indexed_once(tmp_path: Path) -> None:
+    import zipfile
+
+    src = tmp_path / "src"
+    src.mkdir()
+    with zipfile.ZipFile(src / "dup.zip", "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        with warnings.catch_warnings():  # zipfile warns "Duplicate name", and writes every entry
+            warnings.simplefilter("ignore")
+            for _ in range(10):
+                zf.writestr("big.txt", "the same words again " * 5000)
+        zf.writestr("other.txt", "Another member about canals.\n")
+    out = tmp_path / "ix"
+    rep = build_index(src, out)
+    assert sorted(_paths(out)) == ["dup.zip!/big.txt", "dup.zip!/other.txt"]
+    assert {"path": "dup.zip!/big.txt", "flags": ["zip_duplicate_entries:9"]} in rep.flagged
+    index = CorpusIndex(out)
+    assert index.n_units == 2 and sorted(f["units"][1] - f["units"][0] for f in index.manifest["files"].values()) == [1, 1]
+    assert rep.text_bytes == len("the same words again " * 5000) + len("Another member about canals.\n")
+    assert build_index(src, out).reused == 2  # and no orphan units on a rerun
+
+
+def test_an_archive_is_read_up_to_its_expanded_total(tmp_path: Path) -> None:
+    import zipfile
+
+    from sanctuary_local.corpus.limits import Limits
+
+    src = tmp_path / "src"
+    src.mkdir()
+    with zipfile.ZipFile(src / "bomb.zip", "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for i in range(6):  # 6 x 300 kB of one letter: each member small, the total not
+            zf.writestr(f"m{i}.txt", f"word{i} " + "a" * 300_000)
+    out = tmp_path / "ix"
+    build_index(src, out, limits=Limits(max_file_bytes=400_000, max_archive_bytes=1_000_000))
+    assert sorted(_paths(out)) == ["bomb.zip!/m0.txt", "bomb.zip!/m1.txt", "bomb.zip!/m2.txt"]
+    reasons = _reasons(out)
+    assert sorted(reasons) == ["bomb.zip!/m3.txt", "bomb.zip!/m4.txt", "bomb.zip!/m5.txt"]
+    assert all(r.startswith("over the archive's cap") for r in reasons.values())

@@ -16,6 +16,7 @@ def index(
     folder: Path = typer.Argument(..., help="The folder of documents (walked recursively; zip archives opened)."),
     out: Path = typer.Option(..., "--out", help="The index folder (created; rerun to update it: unchanged files are not extracted again)."),
     max_file_mb: float = typer.Option(64.0, "--max-file-mb", help="Skip files (and zip members) larger than this."),
+    max_archive_mb: float = typer.Option(1024.0, "--max-archive-mb", help="Read a zip's members until they expand to this much in total; skip the rest."),
     segment_tokens: int = typer.Option(500, "--segment-tokens", help="Words per coarse segment (the pipeline's retrieval.segment_tokens)."),
     follow_links: bool = typer.Option(False, "--follow-links", help="Also index files that symbolic links lead to outside the folder (by default only links to files inside it are followed; links to folders never are)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
@@ -28,8 +29,12 @@ def index(
     from sanctuary_local.corpus.build import REPORT_NAME, build_index
     from sanctuary_local.errors import UserError
 
-    if max_file_mb <= 0:
-        raise UserError("--max-file-mb must be > 0")
+    from sanctuary_local.corpus.limits import Limits
+
+    for flag, value in (("--max-file-mb", max_file_mb), ("--max-archive-mb", max_archive_mb)):
+        if not value > 0:
+            raise UserError(f"{flag} must be > 0")
+    limits = Limits(max_file_bytes=_mb(max_file_mb), max_archive_bytes=_mb(max_archive_mb), follow_links=follow_links)
     console = Console(stderr=True)
     with Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   TextColumn("{task.description}"), console=console, transient=True, disable=quiet or not console.is_terminal) as bar:
@@ -38,8 +43,7 @@ def index(
         def tick(done: int, total: int, path: str) -> None:
             bar.update(task, completed=done, total=total, description=escape(path[-60:]))
 
-        rep = build_index(folder, out, segment_tokens=segment_tokens, max_bytes=int(max_file_mb * 1024 * 1024),
-                          follow_links=follow_links, progress=tick)
+        rep = build_index(folder, out, segment_tokens=segment_tokens, limits=limits, progress=tick)
     size = f"{rep.text_bytes / 1e6:.1f} MB" if rep.text_bytes >= 1e6 else f"{rep.text_bytes / 1e3:.1f} kB"
     console.print(f"index {escape(str(out))} ({rep.generation}): {rep.indexed} files read, {rep.reused} unchanged, "
                   f"{rep.removed} removed; {rep.units} documents, {rep.segments} segments, {size} of text "
@@ -50,6 +54,10 @@ def index(
     for item in rep.flagged:
         console.print(f"  flagged: {escape(item['path'])}: {escape(', '.join(item['flags']))}", highlight=False, soft_wrap=True)
     console.print(f"report: {escape(str(Path(out) / REPORT_NAME))}", highlight=False, soft_wrap=True)
+
+
+def _mb(value: float) -> int:
+    return max(1, int(value * 1024 * 1024))
 
 
 def register(app: typer.Typer) -> None:

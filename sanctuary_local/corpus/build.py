@@ -45,7 +45,8 @@ from sanctuary_local.corpus.index import CURRENT, INDEX_FORMAT, CorpusIndex
 from sanctuary_local.corpus.names import json_safe
 from sanctuary_local.corpus.outdir import REPORT_NAME, IndexLock, check_out, generations, write_marker
 from sanctuary_local.corpus.postings import PostingsWriter
-from sanctuary_local.corpus.walk import MAX_FILE_BYTES, SourceFile, WalkProblem, walk
+from sanctuary_local.corpus.limits import Limits
+from sanctuary_local.corpus.walk import SourceFile, WalkProblem, walk
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import atomic_write_bytes
 from sanctuary_local.retrieval.segment import TOKENISER_ID
@@ -125,11 +126,11 @@ def _next_name(out: Path, live: str | None) -> str:
 
 
 def build_index(root: Path, out: Path, *, segment_tokens: int = 500, k1: float = 1.5, b: float = 0.75,
-                max_bytes: int = MAX_FILE_BYTES, follow_links: bool = False,
+                limits: Limits | None = None,
                 progress: Callable[[int, int, str], None] | None = None) -> IndexReport:
     """Index the files under ``root`` into ``out`` (module doc); ``progress(done, total,
-    path)`` is called before the first file and after each. ``follow_links``: also follow
-    links to files outside ``root`` (``walk.py``)."""
+    path)`` is called before the first file and after each. ``limits``: the caps and the
+    link policy (``limits.py``; the defaults when None)."""
     root, out = Path(root), Path(out)
     if not root.is_dir():
         raise UserError(f"{root}: not a folder (index expects a folder of documents)")
@@ -141,10 +142,10 @@ def build_index(root: Path, out: Path, *, segment_tokens: int = 500, k1: float =
     with IndexLock(out):
         check_out(out, root)  # again, now that no other run can change it
         write_marker(out)
-        return _build(root, out, segment_tokens, k1, b, max_bytes, follow_links, progress)
+        return _build(root, out, segment_tokens, k1, b, limits or Limits(), progress)
 
 
-def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, max_bytes: int, follow_links: bool,
+def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, limits: Limits,
            progress: Callable[[int, int, str], None] | None) -> IndexReport:
     """``build_index`` once ``out`` is checked and locked."""
     t0 = time.perf_counter()
@@ -155,14 +156,14 @@ def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, max_
     gen = out / name
     gen.mkdir()
     report = IndexReport(index=json_safe(str(out)), generation=name)
-    items = list(walk(root, exclude=out, max_bytes=max_bytes, follow_links=follow_links))
+    items = list(walk(root, exclude=out, limits=limits))
     postings = PostingsWriter(gen, segment_tokens, k1, b)
     units = _Units(gen, postings)
     files: dict[str, Any] = {}
     tick = progress or (lambda done, total, path: None)
     tick(0, len(items), "")
     for i, item in enumerate(items, start=1):
-        _one_file(item, old, old_files, units, files, report, max_bytes)
+        _one_file(item, old, old_files, units, files, report, limits.max_file_bytes)
         tick(i, len(items), item.path)
     units.close(gen)
     counts = postings.finish()
@@ -228,6 +229,7 @@ def _one_file(item: SourceFile | WalkProblem, old: Any, old_files: dict[str, Any
     first = len(units.rows)
     for u in got.units:
         units.add(u)
-    files[item.path] = {"sha256": sha, "size": len(data), "units": [first, len(units.rows)], "flags": list(got.flags)}
-    if got.flags:
-        report.flagged.append({"path": item.path, "flags": list(got.flags)})
+    flags = list(dict.fromkeys((*item.flags, *got.flags)))  # the walk's, then the extractor's, each once
+    files[item.path] = {"sha256": sha, "size": len(data), "units": [first, len(units.rows)], "flags": flags}
+    if flags:
+        report.flagged.append({"path": item.path, "flags": flags})

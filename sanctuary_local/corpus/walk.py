@@ -20,19 +20,19 @@ import io
 import os
 import zipfile
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from sanctuary_local.corpus.extract import Failed, Skipped
+from sanctuary_local.corpus.extract import EXTRACTORS, Failed, Skipped, kind_of
+from sanctuary_local.corpus.limits import MAX_FILE_BYTES, Limits
 from sanctuary_local.corpus.names import display_name
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import NotRegularFile, open_regular
 
 __all__ = ["SourceFile", "WalkProblem", "walk", "MAX_FILE_BYTES"]
 
-#: Default cap on one file's (or zip member's uncompressed) size: bigger files are skipped.
-MAX_FILE_BYTES = 64 * 1024 * 1024
 #: What reading a damaged, encrypted or unsupported zip member raises.
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError, OSError)
 
@@ -45,6 +45,8 @@ class SourceFile:
     path: str
     size: int
     read: Callable[[], bytes]
+    flags: tuple[str, ...] = ()
+    """What the walk noticed (a zip member listed more than once: ``zip_duplicate_entries:N``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +77,7 @@ def _read_file(path: Path, cap: int) -> Callable[[], bytes]:
     return read
 
 
-def walk(root: Path, *, exclude: Path | None = None, max_bytes: int = MAX_FILE_BYTES,
-         follow_links: bool = False) -> Iterator[SourceFile | WalkProblem]:
+def walk(root: Path, *, exclude: Path | None = None, limits: Limits = Limits()) -> Iterator[SourceFile | WalkProblem]:
     """Every file under ``root`` (sorted, a folder's files before its subfolders), zip
     archives opened (see module doc). Iterative: a folder nested thousands deep is walked
     like any other (``os.walk`` recursed, and Python's recursion limit stopped the run)."""
@@ -101,7 +102,7 @@ def walk(root: Path, *, exclude: Path | None = None, max_bytes: int = MAX_FILE_B
                 if skip is None or _identity(full) != skip:
                     subdirs.append(full)
             else:
-                yield from _one(full, _rel(full, root), max_bytes, real_root, follow_links)
+                yield from _one(full, _rel(full, root), limits, real_root)
         stack.extend(reversed(subdirs))
 
 
@@ -132,9 +133,17 @@ def _link_target(full: Path, rel: str, real_root: str, follow_links: bool) -> Pa
     return Path(target)
 
 
-def _one(full: Path, rel: str, max_bytes: int, real_root: str, follow_links: bool) -> Iterator[SourceFile | WalkProblem]:
+def _unsupported(path: str) -> WalkProblem | None:
+    """Skipped before a byte is read: no extractor reads this type."""
+    if kind_of(path) in EXTRACTORS:
+        return None
+    return WalkProblem(path, "skipped", f"unsupported file type ({kind_of(path) or 'no extension'})")
+
+
+def _one(full: Path, rel: str, limits: Limits, real_root: str) -> Iterator[SourceFile | WalkProblem]:
+    max_bytes = limits.max_file_bytes
     if full.is_symlink():
-        target = _link_target(full, rel, real_root, follow_links)
+        target = _link_target(full, rel, real_root, limits.follow_links)
         if isinstance(target, WalkProblem):
             yield target
             return
@@ -151,12 +160,14 @@ def _one(full: Path, rel: str, max_bytes: int, real_root: str, follow_links: boo
         yield WalkProblem(rel, "skipped", f"over the size cap ({st.st_size} > {max_bytes} bytes)")
         return
     if full.suffix.lower() == ".zip":
-        yield from _members(full, rel, max_bytes, st.st_size)
+        yield from _members(full, rel, limits, st.st_size)
         return
-    yield SourceFile(rel, st.st_size, _read_file(full, max_bytes))
+    yield _unsupported(rel) or SourceFile(rel, st.st_size, _read_file(full, max_bytes))
 
 
-def _members(full: Path, rel: str, max_bytes: int, size: int) -> Iterator[SourceFile | WalkProblem]:
+def _members(full: Path, rel: str, limits: Limits, size: int) -> Iterator[SourceFile | WalkProblem]:
+    """The members of one archive, each name once (the first of its entries), until
+    their uncompressed total reaches ``limits.max_archive_bytes``."""
     if size == 0:
         yield WalkProblem(rel, "skipped", "empty (0-byte zip archive)")
         return
@@ -170,20 +181,39 @@ def _members(full: Path, rel: str, max_bytes: int, size: int) -> Iterator[Source
     except (NotRegularFile, *_ZIP_ERRORS, ValueError) as exc:
         yield WalkProblem(rel, "failed", f"broken zip archive ({exc})"[:300])
         return
+    entries = Counter(i.filename for i in infos)
+    seen: set[str] = set()
+    total = 0  # uncompressed bytes of the members read so far
     for info in infos:
         name = info.filename
         base = name.rsplit("/", 1)[-1]
-        if info.is_dir() or not base or base.startswith(".") or "__MACOSX" in name:
+        if name in seen or info.is_dir() or not base or base.startswith(".") or "__MACOSX" in name:
             continue
+        seen.add(name)
         path = f"{rel}!/{name}"
-        if info.flag_bits & 0x1:
-            yield WalkProblem(path, "failed", "encrypted zip member (needs a password)")
-        elif name.lower().endswith(".zip"):
-            yield WalkProblem(path, "skipped", "nested archive (not opened)")
-        elif info.file_size > max_bytes:
-            yield WalkProblem(path, "skipped", f"over the size cap ({info.file_size} > {max_bytes} bytes)")
-        else:
-            yield SourceFile(path, info.file_size, _member_reader(zf, info, max_bytes))
+        problem = _member_problem(info, path, limits, total)
+        if problem is not None:
+            yield problem
+            continue
+        total += info.file_size
+        flags = (f"zip_duplicate_entries:{entries[name] - 1}",) if entries[name] > 1 else ()
+        yield SourceFile(path, info.file_size, _member_reader(zf, info, limits.max_file_bytes), flags)
+
+
+def _member_problem(info: zipfile.ZipInfo, path: str, limits: Limits, total: int) -> WalkProblem | None:
+    """Why one archive member is not read, or None (``total``: bytes read before it)."""
+    if info.flag_bits & 0x1:
+        return WalkProblem(path, "failed", "encrypted zip member (needs a password)")
+    if info.filename.lower().endswith(".zip"):
+        return WalkProblem(path, "skipped", "nested archive (not opened)")
+    if info.file_size > limits.max_file_bytes:
+        return WalkProblem(path, "skipped", f"over the size cap ({info.file_size} > {limits.max_file_bytes} bytes)")
+    if _unsupported(path) is not None:
+        return _unsupported(path)
+    if total + info.file_size > limits.max_archive_bytes:
+        return WalkProblem(path, "skipped", f"over the archive's cap: its members read so far expand to {total} "
+                                            f"bytes, this one would pass {limits.max_archive_bytes}")
+    return None
 
 
 def _member_reader(zf: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int) -> Callable[[], bytes]:
