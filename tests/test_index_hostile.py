@@ -308,3 +308,37 @@ def test_an_archive_is_read_up_to_its_expanded_total(tmp_path: Path) -> None:
     reasons = _reasons(out)
     assert sorted(reasons) == ["bomb.zip!/m3.txt", "bomb.zip!/m4.txt", "bomb.zip!/m5.txt"]
     assert all(r.startswith("over the archive's cap") for r in reasons.values())
+
+
+# ---------------------------------------------------------------- .docx XML
+def _docx_with_body(path: Path, paragraphs: int) -> None:
+    """A real .docx (python-docx) whose document.xml is replaced by ``paragraphs`` paragraphs."""
+    import zipfile
+
+    import docx
+
+    plain = path.with_suffix(".plain.docx")
+    docx.Document().save(plain)
+    with zipfile.ZipFile(plain) as src, zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "word/document.xml":
+                head, _, rest = data.decode().partition("<w:body>")
+                body = "<w:p><w:r><w:t>The dam was finished in 1936.</w:t></w:r></w:p>" * paragraphs
+                data = f"{head}<w:body>{body}</w:body>{rest.partition('</w:body>')[2]}".encode()
+            dst.writestr(info, data)
+    plain.unlink()
+
+
+def test_a_docx_whose_xml_expands_past_the_cap_is_skipped(tmp_path: Path) -> None:
+    from sanctuary_local.corpus.limits import Limits
+
+    src = tmp_path / "src"
+    src.mkdir()
+    _docx_with_body(src / "small.docx", 3)
+    _docx_with_body(src / "bomb.docx", 40_000)  # ~2.6 MB of XML in a file of a few kB
+    assert (src / "bomb.docx").stat().st_size < 60_000
+    out = tmp_path / "ix"
+    build_index(src, out, limits=Limits(max_docx_xml_bytes=1_000_000))
+    assert _paths(out) == {"small.docx"}
+    assert _reasons(out)["bomb.docx"].startswith("over the .docx XML cap")

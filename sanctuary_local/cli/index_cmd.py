@@ -17,6 +17,7 @@ def index(
     out: Path = typer.Option(..., "--out", help="The index folder (created; rerun to update it: unchanged files are not extracted again)."),
     max_file_mb: float = typer.Option(64.0, "--max-file-mb", help="Skip files (and zip members) larger than this."),
     max_archive_mb: float = typer.Option(1024.0, "--max-archive-mb", help="Read a zip's members until they expand to this much in total; skip the rest."),
+    max_docx_xml_mb: float = typer.Option(16.0, "--max-docx-xml-mb", help="Skip a .docx whose XML parts expand to more than this."),
     segment_tokens: int = typer.Option(500, "--segment-tokens", help="Words per coarse segment (the pipeline's retrieval.segment_tokens)."),
     follow_links: bool = typer.Option(False, "--follow-links", help="Also index files that symbolic links lead to outside the folder (by default only links to files inside it are followed; links to folders never are)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
@@ -31,10 +32,12 @@ def index(
 
     from sanctuary_local.corpus.limits import Limits
 
-    for flag, value in (("--max-file-mb", max_file_mb), ("--max-archive-mb", max_archive_mb)):
+    for flag, value in (("--max-file-mb", max_file_mb), ("--max-archive-mb", max_archive_mb),
+                        ("--max-docx-xml-mb", max_docx_xml_mb)):
         if not value > 0:
             raise UserError(f"{flag} must be > 0")
-    limits = Limits(max_file_bytes=_mb(max_file_mb), max_archive_bytes=_mb(max_archive_mb), follow_links=follow_links)
+    limits = Limits(max_file_bytes=_mb(max_file_mb), max_archive_bytes=_mb(max_archive_mb),
+                    max_docx_xml_bytes=_mb(max_docx_xml_mb), follow_links=follow_links)
     console = Console(stderr=True)
     with Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   TextColumn("{task.description}"), console=console, transient=True, disable=quiet or not console.is_terminal) as bar:

@@ -163,7 +163,7 @@ def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, limi
     tick = progress or (lambda done, total, path: None)
     tick(0, len(items), "")
     for i, item in enumerate(items, start=1):
-        _one_file(item, old, old_files, units, files, report, limits.max_file_bytes)
+        _one_file(item, old, old_files, units, files, report, limits)
         tick(i, len(items), item.path)
     units.close(gen)
     counts = postings.finish()
@@ -184,7 +184,7 @@ def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, limi
 
 
 def _one_file(item: SourceFile | WalkProblem, old: Any, old_files: dict[str, Any], units: _Units,
-              files: dict[str, Any], report: IndexReport, max_bytes: int) -> None:
+              files: dict[str, Any], report: IndexReport, limits: Limits) -> None:
     """Extract (or reuse) one file's units into the new generation; record any problem."""
     if isinstance(item, WalkProblem):
         getattr(report, item.status).append({"path": item.path, "reason": item.reason})
@@ -203,8 +203,8 @@ def _one_file(item: SourceFile | WalkProblem, old: Any, old_files: dict[str, Any
     except OSError as exc:
         report.failed.append({"path": item.path, "reason": f"cannot be read: {exc.strerror or exc}"})
         return
-    if len(data) > max_bytes:
-        report.skipped.append({"path": item.path, "reason": f"over the size cap (> {max_bytes} bytes)"})
+    if len(data) > limits.max_file_bytes:
+        report.skipped.append({"path": item.path, "reason": f"over the size cap (> {limits.max_file_bytes} bytes)"})
         return
     sha = hashlib.sha256(data).hexdigest()
     prev = old_files.get(item.path)
@@ -213,7 +213,7 @@ def _one_file(item: SourceFile | WalkProblem, old: Any, old_files: dict[str, Any
         report.reused += 1
     else:
         try:
-            got = extract(item.path, data)
+            got = extract(item.path, data, limits)
         except Skipped as exc:
             report.skipped.append({"path": item.path, "reason": str(exc)})
             return
