@@ -342,3 +342,67 @@ def test_a_docx_whose_xml_expands_past_the_cap_is_skipped(tmp_path: Path) -> Non
     build_index(src, out, limits=Limits(max_docx_xml_bytes=1_000_000))
     assert _paths(out) == {"small.docx"}
     assert _reasons(out)["bomb.docx"].startswith("over the .docx XML cap")
+
+
+# ---------------------------------------------------------------- PDF page trees
+def _pdf(objects: list[bytes]) -> bytes:
+    """A PDF of ``objects`` (object i + 1 is ``objects[i]``; 1 is the catalog), with a
+    correct cross-reference table."""
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+def _content(text: str) -> bytes:
+    stream = b"BT /F1 12 Tf 72 700 Td (%s) Tj ET" % text.encode()
+    return b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream)
+
+
+_FONT = b"/Resources << /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >> >>"
+
+
+def _repeated_page_pdf() -> bytes:
+    """One page listed 10,000 times: four levels of /Pages, each listing the next ten times (walked
+    once each: 4 x 9 repeated references skipped)."""
+    kids = lambda n: b"[" + b" ".join(b"%d 0 R" % n for _ in range(10)) + b"]"  # noqa: E731
+    return _pdf([b"<< /Type /Catalog /Pages 2 0 R >>",
+                 b"<< /Type /Pages /Kids %s /Count 10000 %s /MediaBox [0 0 612 792] >>" % (kids(3), _FONT),
+                 b"<< /Type /Pages /Kids %s /Count 1000 >>" % kids(4),
+                 b"<< /Type /Pages /Kids %s /Count 100 >>" % kids(5),
+                 b"<< /Type /Pages /Kids %s /Count 10 >>" % kids(6),
+                 b"<< /Type /Page /Contents 7 0 R >>",  # its font and media box are inherited
+                 _content("The only page, about glaciers.")])
+
+
+def _many_pages_pdf(n: int) -> bytes:
+    pages = [b"<< /Type /Page /Parent 2 0 R /Contents %d 0 R >>" % (3 + n + i) for i in range(n)]
+    contents = [_content(f"Page number {i + 1} about tides.") for i in range(n)]
+    kids = b"[" + b" ".join(b"%d 0 R" % (3 + i) for i in range(n)) + b"]"
+    return _pdf([b"<< /Type /Catalog /Pages 2 0 R >>",
+                 b"<< /Type /Pages /Kids %s /Count %d %s /MediaBox [0 0 612 792] >>" % (kids, n, _FONT),
+                 *pages, *contents])
+
+
+def test_a_pdf_page_listed_many_times_is_one_document_and_pages_are_capped(tmp_path: Path) -> None:
+    from sanctuary_local.corpus.limits import Limits
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "repeat.pdf").write_bytes(_repeated_page_pdf())
+    assert (src / "repeat.pdf").stat().st_size < 2000
+    (src / "long.pdf").write_bytes(_many_pages_pdf(30))
+    out = tmp_path / "ix"
+    rep = build_index(src, out, limits=Limits(max_pdf_pages=12))
+    index = CorpusIndex(out)
+    units = [(index.unit_meta(u)["path"], index.unit_meta(u)["page"], index.unit_text(u)) for u in range(index.n_units)]
+    assert [u for u in units if u[0] == "repeat.pdf"] == [("repeat.pdf", 1, "The only page, about glaciers.")]
+    long = [u for u in units if u[0] == "long.pdf"]
+    assert [p for _, p, _ in long] == list(range(1, 13)) and long[11][2] == "Page number 12 about tides."
+    flags = {f["path"]: f["flags"] for f in rep.flagged}
+    assert flags == {"repeat.pdf": ["pdf_page_tree_repeats_skipped:36"], "long.pdf": ["pdf_pages_capped:12"]}

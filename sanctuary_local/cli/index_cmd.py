@@ -18,6 +18,7 @@ def index(
     max_file_mb: float = typer.Option(64.0, "--max-file-mb", help="Skip files (and zip members) larger than this."),
     max_archive_mb: float = typer.Option(1024.0, "--max-archive-mb", help="Read a zip's members until they expand to this much in total; skip the rest."),
     max_docx_xml_mb: float = typer.Option(16.0, "--max-docx-xml-mb", help="Skip a .docx whose XML parts expand to more than this."),
+    max_pdf_pages: int = typer.Option(5000, "--max-pdf-pages", min=1, help="Read at most this many pages of a PDF (each page object once, however often its page tree lists it)."),
     segment_tokens: int = typer.Option(500, "--segment-tokens", help="Words per coarse segment (the pipeline's retrieval.segment_tokens)."),
     follow_links: bool = typer.Option(False, "--follow-links", help="Also index files that symbolic links lead to outside the folder (by default only links to files inside it are followed; links to folders never are)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
@@ -37,7 +38,7 @@ def index(
         if not value > 0:
             raise UserError(f"{flag} must be > 0")
     limits = Limits(max_file_bytes=_mb(max_file_mb), max_archive_bytes=_mb(max_archive_mb),
-                    max_docx_xml_bytes=_mb(max_docx_xml_mb), follow_links=follow_links)
+                    max_docx_xml_bytes=_mb(max_docx_xml_mb), max_pdf_pages=max_pdf_pages, follow_links=follow_links)
     console = Console(stderr=True)
     with Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   TextColumn("{task.description}"), console=console, transient=True, disable=quiet or not console.is_terminal) as bar:

@@ -11,7 +11,9 @@ One function per format, chosen by the file's extension from ``EXTRACTORS``:
   levels is read by stripping its tags instead (all its text, no main-content
   selection) and flagged ``HTML_TOO_DEEP``.
 - PDF: one unit per page (``page`` is 1-based) via pypdf; an encrypted PDF that does
-  not open with the empty password, or a PDF pypdf cannot parse, is a failure.
+  not open with the empty password, or a PDF pypdf cannot parse, is a failure. The page
+  tree is walked by ``pdf.py``: a page object listed many times is read once, and at
+  most ``Limits.max_pdf_pages`` pages are read (both flagged).
 - Plain text and Markdown: the decoded file as it is (so a span in the unit is a span
   in the file's text).
 - .docx: the paragraphs' text via python-docx, one per line; one whose XML parts expand
@@ -38,6 +40,7 @@ from pathlib import PurePosixPath
 import orjson
 
 from sanctuary_local.corpus.limits import Limits
+from sanctuary_local.corpus.pdf import pdf_pages
 
 __all__ = ["SourceUnit", "Extraction", "Skipped", "Failed", "EXTRACTORS", "extract", "kind_of", "UNDECODABLE",
            "HTML_TOO_DEEP"]
@@ -187,7 +190,8 @@ def extract_pdf(path: str, data: bytes, limits: Limits = DEFAULT_LIMITS) -> Extr
         reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
         if reader.is_encrypted and not reader.decrypt(""):
             raise Failed("encrypted PDF (needs a password)")
-        pages = [(i + 1, page.extract_text() or "") for i, page in enumerate(reader.pages)]
+        objects, flags = pdf_pages(reader, limits.max_pdf_pages)  # each page object once, capped
+        pages = [(i + 1, page.extract_text() or "") for i, page in enumerate(objects)]
     except Failed:
         raise
     except Exception as exc:  # noqa: BLE001 - pypdf raises many types for damaged files
@@ -202,7 +206,7 @@ def extract_pdf(path: str, data: bytes, limits: Limits = DEFAULT_LIMITS) -> Extr
     units = tuple(SourceUnit(path, _valid(t), page=n, title=title) for n, t in pages if t.strip())
     if not units:
         raise Skipped("empty (no extractable text: a scanned PDF?)" if pages else "empty (no pages)")
-    return Extraction(units)
+    return Extraction(units, flags)
 
 
 def _valid(text: str) -> str:
