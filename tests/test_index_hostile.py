@@ -406,3 +406,24 @@ def test_a_pdf_page_listed_many_times_is_one_document_and_pages_are_capped(tmp_p
     assert [p for _, p, _ in long] == list(range(1, 13)) and long[11][2] == "Page number 12 about tides."
     flags = {f["path"]: f["flags"] for f in rep.flagged}
     assert flags == {"repeat.pdf": ["pdf_page_tree_repeats_skipped:36"], "long.pdf": ["pdf_pages_capped:12"]}
+
+
+# ---------------------------------------------------------------- a file that changes type
+def test_a_file_that_becomes_a_fifo_during_the_run_is_skipped(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("a.txt", "b.txt", "d.txt"):
+        (src / name).write_text(f"Note {name} about lighthouses.\n")
+    os.mkfifo(src / "fifo.txt")  # a FIFO from the start: listed and skipped
+
+    def change(done: int, total: int, path: str) -> None:
+        if done == 1:  # a.txt is read; b.txt, listed as a file, becomes a FIFO
+            (src / "b.txt").unlink()
+            os.mkfifo(src / "b.txt")
+
+    out = tmp_path / "ix"
+    build_index(src, out, progress=change)  # never blocks on a FIFO, never stops
+    assert _paths(out) == {"a.txt", "d.txt"}
+    reasons = _reasons(out)
+    assert reasons["b.txt"] == "not a regular file: it is now a FIFO (named pipe) (changed during the run)"
+    assert reasons["fifo.txt"] == "not a regular file"

@@ -60,11 +60,13 @@ class WalkProblem:
 
 def _open(path: Path):
     """``path`` opened for reading, never through a link (it is a real path: a link there
-    now was put there during the run)."""
+    now was put there during the run), never blocking: the type is checked again on the
+    opened descriptor (``O_NONBLOCK`` + ``fstat``), so a file that became a FIFO or a
+    device since the folder was listed is ``Skipped``, not a stop of the whole run."""
     try:
         return open_regular(path, follow=False)
-    except NotRegularFile:
-        raise
+    except NotRegularFile as exc:
+        raise Skipped(f"not a regular file: it is now {exc.kind} (changed during the run)") from None
     except UserError:
         raise Skipped("became a symbolic link during the run (not followed)") from None
 
