@@ -427,3 +427,29 @@ def test_a_file_that_becomes_a_fifo_during_the_run_is_skipped(tmp_path: Path) ->
     reasons = _reasons(out)
     assert reasons["b.txt"] == "not a regular file: it is now a FIFO (named pipe) (changed during the run)"
     assert reasons["fifo.txt"] == "not a regular file"
+
+
+# ---------------------------------------------------------------- what reaches the terminal
+def test_names_reach_the_terminal_escaped_and_long_lists_summarised(tmp_path: Path) -> None:
+    import zipfile
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "\x1b[31mred.xyz").write_text("x")
+    (src / "a\nforged: line.xyz").write_text("x")
+    (src / "\u202egnp.exe.xyz").write_text("x")  # a right-to-left override
+    (src / "note.txt").write_text("A real note about ferries.\n")
+    with zipfile.ZipFile(src / "many.zip", "w") as zf:
+        for i in range(300):
+            zf.writestr(f"m{i:03d}.xyz", "x")
+    out = tmp_path / "ix"
+    proc = subprocess.run([sys.executable, "-m", "sanctuary_local.cli", "index", str(src), "--out", str(out)],
+                          capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    err = proc.stderr.decode()
+    assert "\x1b" not in err and "\u202e" not in err
+    assert "\\x1b[31mred.xyz" in err and "a\\nforged: line.xyz" in err  # the first ten are printed
+    assert not any(line.startswith("forged") for line in err.splitlines())
+    assert len(err.splitlines()) < 30 and "303 unsupported file type" in err
+    skipped = {d["path"] for d in _report(out)["skipped"]}  # the report keeps every name, as it is
+    assert len(skipped) == 303 and "\x1b[31mred.xyz" in skipped and "a\nforged: line.xyz" in skipped

@@ -4,6 +4,7 @@ them), for ``check`` and ``run --corpus`` (see ``sanctuary_local/corpus/``)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import typer
@@ -45,19 +46,49 @@ def index(
         task = bar.add_task("", total=None)
 
         def tick(done: int, total: int, path: str) -> None:
-            bar.update(task, completed=done, total=total, description=escape(path[-60:]))
+            bar.update(task, completed=done, total=total, description=_shown(path[-60:]))
 
         rep = build_index(folder, out, segment_tokens=segment_tokens, limits=limits, progress=tick)
     size = f"{rep.text_bytes / 1e6:.1f} MB" if rep.text_bytes >= 1e6 else f"{rep.text_bytes / 1e3:.1f} kB"
-    console.print(f"index {escape(str(out))} ({rep.generation}): {rep.indexed} files read, {rep.reused} unchanged, "
+    _say(console, f"index {_shown(str(out))} ({rep.generation}): {rep.indexed} files read, {rep.reused} unchanged, "
                   f"{rep.removed} removed; {rep.units} documents, {rep.segments} segments, {size} of text "
-                  f"in {rep.seconds:.1f} s", highlight=False, soft_wrap=True)
-    for kind in ("failed", "skipped"):
-        for item in getattr(rep, kind):
-            console.print(f"  {kind}: {escape(item['path'])}: {escape(item['reason'])}", highlight=False, soft_wrap=True)
-    for item in rep.flagged:
-        console.print(f"  flagged: {escape(item['path'])}: {escape(', '.join(item['flags']))}", highlight=False, soft_wrap=True)
-    console.print(f"report: {escape(str(Path(out) / REPORT_NAME))}", highlight=False, soft_wrap=True)
+                  f"in {rep.seconds:.1f} s")
+    for kind in ("failed", "skipped", "flagged"):
+        _print_problems(console, kind, getattr(rep, kind))
+    _say(console, f"report: {_shown(str(Path(out) / REPORT_NAME))}")
+
+
+#: Problems of one kind printed one per line; past this, the first ones and a count per reason.
+SHOWN_PROBLEMS = 20
+
+
+def _shown(text: str) -> str:
+    """A name from the folder as it is safe to print: control characters escaped (an escape
+    sequence in a file name must not reach the terminal, a newline must not forge a line)
+    and rich markup escaped."""
+    from sanctuary_local.corpus.names import printable
+
+    return escape(printable(text))
+
+
+def _say(console: Console, line: str) -> None:
+    console.print(line, highlight=False, soft_wrap=True)
+
+
+def _print_problems(console: Console, kind: str, items: list[dict]) -> None:
+    """One line per failed, skipped or flagged file; a long list is cut to its first lines
+    and a count per reason (the report keeps every entry)."""
+    def reason(item: dict) -> str:
+        return item["reason"] if "reason" in item else ", ".join(item["flags"])
+
+    cut = len(items) > SHOWN_PROBLEMS
+    for item in items[: SHOWN_PROBLEMS // 2 if cut else SHOWN_PROBLEMS]:
+        _say(console, f"  {kind}: {_shown(item['path'])}: {_shown(reason(item))}")
+    if cut:
+        counts = Counter(reason(item).split(" (")[0].split(":")[0] for item in items)
+        top = "; ".join(f"{n} {_shown(r)}" for r, n in counts.most_common(5))
+        more = f"; {len(counts) - 5} other reasons" if len(counts) > 5 else ""
+        _say(console, f"  … {len(items) - SHOWN_PROBLEMS // 2} more {kind} (all {len(items)} are in the report): {top}{more}")
 
 
 def _mb(value: float) -> int:
