@@ -410,22 +410,27 @@ def test_a_pdf_page_listed_many_times_is_one_document_and_pages_are_capped(tmp_p
 
 # ---------------------------------------------------------------- a file that changes type
 def test_a_file_that_becomes_a_fifo_during_the_run_is_skipped(tmp_path: Path) -> None:
+    import zipfile
+
     src = tmp_path / "src"
     src.mkdir()
     for name in ("a.txt", "b.txt", "d.txt"):
         (src / name).write_text(f"Note {name} about lighthouses.\n")
+    with zipfile.ZipFile(src / "c.zip", "w") as zf:
+        zf.writestr("inner.txt", "Inside the archive.\n")
     os.mkfifo(src / "fifo.txt")  # a FIFO from the start: listed and skipped
 
     def change(done: int, total: int, path: str) -> None:
-        if done == 1:  # a.txt is read; b.txt, listed as a file, becomes a FIFO
-            (src / "b.txt").unlink()
-            os.mkfifo(src / "b.txt")
+        if done == 1:  # a.txt is read; b.txt and c.zip, listed as files, become FIFOs
+            for name in ("b.txt", "c.zip"):
+                (src / name).unlink()
+                os.mkfifo(src / name)
 
     out = tmp_path / "ix"
     build_index(src, out, progress=change)  # never blocks on a FIFO, never stops
     assert _paths(out) == {"a.txt", "d.txt"}
     reasons = _reasons(out)
-    assert reasons["b.txt"] == "not a regular file: it is now a FIFO (named pipe) (changed during the run)"
+    assert reasons["b.txt"] == reasons["c.zip"] == "not a regular file: it is now a FIFO (named pipe) (changed during the run)"
     assert reasons["fifo.txt"] == "not a regular file"
 
 
@@ -453,3 +458,52 @@ def test_names_reach_the_terminal_escaped_and_long_lists_summarised(tmp_path: Pa
     assert len(err.splitlines()) < 30 and "303 unsupported file type" in err
     skipped = {d["path"] for d in _report(out)["skipped"]}  # the report keeps every name, as it is
     assert len(skipped) == 303 and "\x1b[31mred.xyz" in skipped and "a\nforged: line.xyz" in skipped
+
+
+# ---------------------------------------------------------------- archives are streamed
+def _open_files() -> list[str]:
+    """What this process's descriptors point at (Linux ``/proc``; [] elsewhere)."""
+    targets = []
+    for fd in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else []:
+        try:
+            targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # the listing's own descriptor, closed since
+            pass
+    return targets
+
+
+def test_zip_archives_are_streamed_not_held(tmp_path: Path) -> None:
+    import gc
+    import tracemalloc
+    import zipfile
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(4):  # 4 archives of 3 MB each (stored, incompressible)
+        with zipfile.ZipFile(src / f"a{i}.zip", "w", compression=zipfile.ZIP_STORED) as zf:
+            zf.writestr("noise.bin.txt", os.urandom(3_000_000))
+            zf.writestr("note.txt", f"Archive {i} holds a note about bridges.\n")
+    (src / "z-last.txt").write_text("The last file, read after every archive.\n")
+    seen: dict[str, object] = {}
+
+    def check(done: int, total: int, path: str) -> None:
+        if path == "z-last.txt":  # every archive is done with: none may be alive or open
+            gc.collect()
+            seen["zipfiles"] = [o for o in gc.get_objects() if isinstance(o, zipfile.ZipFile) and o.fp is not None]
+            seen["open"] = [t for t in _open_files() if t.endswith(".zip")]
+
+    warm = tmp_path / "warm"  # the first build imports modules: not what is measured
+    warm.mkdir()
+    (warm / "a.txt").write_text("warm up")
+    with zipfile.ZipFile(warm / "b.zip", "w") as zf:
+        zf.writestr("b.txt", "warm up")
+    build_index(warm, tmp_path / "warm-ix")
+    tracemalloc.start()
+    try:
+        rep = build_index(src, tmp_path / "ix", progress=check)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(_paths(tmp_path / "ix")) == 5 and len(rep.skipped) == 4  # the noise is binary
+    assert seen == {"zipfiles": [], "open": []}
+    assert peak < 9_000_000  # one member at a time (3 MB and its copies), not the 12 MB of archives

@@ -46,7 +46,7 @@ from sanctuary_local.corpus.names import json_safe
 from sanctuary_local.corpus.outdir import REPORT_NAME, IndexLock, check_out, generations, write_marker
 from sanctuary_local.corpus.postings import PostingsWriter
 from sanctuary_local.corpus.limits import Limits
-from sanctuary_local.corpus.walk import SourceFile, WalkProblem, walk
+from sanctuary_local.corpus.walk import SourceFile, WalkProblem, list_folder, read_entry
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import atomic_write_bytes
 from sanctuary_local.retrieval.segment import TOKENISER_ID
@@ -129,7 +129,7 @@ def build_index(root: Path, out: Path, *, segment_tokens: int = 500, k1: float =
                 limits: Limits | None = None,
                 progress: Callable[[int, int, str], None] | None = None) -> IndexReport:
     """Index the files under ``root`` into ``out`` (module doc); ``progress(done, total,
-    path)`` is called before the first file and after each. ``limits``: the caps and the
+    path)`` is called before the first file and after each (a zip archive counts as one). ``limits``: the caps and the
     link policy (``limits.py``; the defaults when None)."""
     root, out = Path(root), Path(out)
     if not root.is_dir():
@@ -156,15 +156,16 @@ def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, limi
     gen = out / name
     gen.mkdir()
     report = IndexReport(index=json_safe(str(out)), generation=name)
-    items = list(walk(root, exclude=out, limits=limits))
+    entries = list_folder(root, exclude=out, limits=limits)  # names only: nothing is read yet
     postings = PostingsWriter(gen, segment_tokens, k1, b)
     units = _Units(gen, postings)
     files: dict[str, Any] = {}
     tick = progress or (lambda done, total, path: None)
-    tick(0, len(items), "")
-    for i, item in enumerate(items, start=1):
-        _one_file(item, old, old_files, units, files, report, limits)
-        tick(i, len(items), item.path)
+    tick(0, len(entries), "")
+    for i, entry in enumerate(entries, start=1):
+        for item in read_entry(entry, limits):  # a zip: its members, streamed from the open archive
+            _one_file(item, old, old_files, units, files, report, limits)
+        tick(i, len(entries), entry.path)
     units.close(gen)
     counts = postings.finish()
     report.removed = sum(1 for p in old_files if p not in files)

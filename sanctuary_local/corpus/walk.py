@@ -1,9 +1,13 @@
 """The files of a folder, recursively, and the members of the zip archives in it.
 
-Yields ``SourceFile`` (a path relative to the folder, its size, a way to read its bytes)
-or ``WalkProblem`` (something that cannot be read at all: a FIFO, a broken or encrypted
-archive, a file over the size cap). Order is sorted and stable, so two walks of the same
-folder give the same index. Hidden entries (a name starting with ".") and the index's own
+``list_folder`` lists the folder first (``Entry``: a name, its real path, its size; or
+``WalkProblem``) without reading anything; ``read_entry`` then gives one entry's
+``SourceFile`` (a path relative to the folder, its size, a way to read its bytes), or
+for a zip archive its members one by one, read from the open archive file: an archive
+is streamed (zipfile seeks in the file) and closed when its last member is taken, not
+held in memory until the run ends. A ``WalkProblem`` is something that is not read: a
+FIFO, a broken or encrypted archive, a file over its cap. Order is sorted and stable, so
+two walks of the same folder give the same index. Hidden entries (a name starting with ".") and the index's own
 folder are not walked; nested archives are reported, not opened (no zip bombs by nesting).
 
 Symbolic links: a link to a file is followed only when its target lies inside the
@@ -16,7 +20,6 @@ swapped for a link during the run is not followed either.
 
 from __future__ import annotations
 
-import io
 import os
 import zipfile
 import zlib
@@ -31,7 +34,7 @@ from sanctuary_local.corpus.names import display_name
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import NotRegularFile, open_regular
 
-__all__ = ["SourceFile", "WalkProblem", "walk", "MAX_FILE_BYTES"]
+__all__ = ["Entry", "SourceFile", "WalkProblem", "list_folder", "read_entry", "walk", "MAX_FILE_BYTES"]
 
 #: What reading a damaged, encrypted or unsupported zip member raises.
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError, OSError)
@@ -71,21 +74,46 @@ def _open(path: Path):
         raise Skipped("became a symbolic link during the run (not followed)") from None
 
 
-def _read_file(path: Path, cap: int) -> Callable[[], bytes]:
+def read_capped(fh, cap: int, size: int) -> bytes:
+    """At most ``cap + 1`` bytes of ``fh`` (one more than the cap tells "too big"), in
+    reads of the expected ``size`` and then 1 MiB: ``read(cap + 1)`` allocates the whole
+    cap (64 MiB) up front for every file, however small."""
+    chunks, got, want = [], 0, size + 1
+    while got <= cap:
+        data = fh.read(min(want, cap + 1 - got))
+        if not data:
+            break
+        chunks.append(data)
+        got, want = got + len(data), 1 << 20
+    return b"".join(chunks)  # one chunk (the usual case) is returned as it is, not copied
+
+
+def _read_file(path: Path, cap: int, size: int) -> Callable[[], bytes]:
     def read() -> bytes:
         with _open(path) as fh:
-            return fh.read(cap + 1)
+            return read_capped(fh, cap, size)
 
     return read
 
 
-def walk(root: Path, *, exclude: Path | None = None, limits: Limits = Limits()) -> Iterator[SourceFile | WalkProblem]:
-    """Every file under ``root`` (sorted, a folder's files before its subfolders), zip
-    archives opened (see module doc). Iterative: a folder nested thousands deep is walked
-    like any other (``os.walk`` recursed, and Python's recursion limit stopped the run)."""
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A file found in the folder: ``path`` as stored and printed, ``full`` the real path
+    to open (a followed link's target), ``size`` when listed."""
+
+    path: str
+    full: Path
+    size: int
+
+
+def list_folder(root: Path, *, exclude: Path | None = None, limits: Limits = Limits()) -> list[Entry | WalkProblem]:
+    """Every file under ``root`` (sorted, a folder's files before its subfolders), or why
+    it is not read; nothing is opened yet. Iterative: a folder nested thousands deep is
+    listed like any other (``os.walk`` recursed, and Python's recursion limit stopped the run)."""
     root = Path(root)
     real_root = os.path.realpath(root)
     skip = _identity(exclude) if exclude is not None else None
+    found: list[Entry | WalkProblem] = []
     stack = [root]
     while stack:
         here = stack.pop()
@@ -93,7 +121,7 @@ def walk(root: Path, *, exclude: Path | None = None, limits: Limits = Limits()) 
             with os.scandir(here) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
-            yield WalkProblem(_rel(here, root), "failed", f"folder cannot be read: {exc.strerror or exc}")
+            found.append(WalkProblem(_rel(here, root), "failed", f"folder cannot be read: {exc.strerror or exc}"))
             continue
         subdirs = []
         for entry in entries:
@@ -104,8 +132,29 @@ def walk(root: Path, *, exclude: Path | None = None, limits: Limits = Limits()) 
                 if skip is None or _identity(full) != skip:
                     subdirs.append(full)
             else:
-                yield from _one(full, _rel(full, root), limits, real_root)
+                found.append(_entry(full, _rel(full, root), limits, real_root))
         stack.extend(reversed(subdirs))
+    return found
+
+
+def read_entry(entry: Entry | WalkProblem, limits: Limits = Limits()) -> Iterator[SourceFile | WalkProblem]:
+    """The file to extract, or for a zip archive its members one by one, read from the
+    open archive file (streamed: the archive is closed when its last member has been
+    taken, and a member's ``read`` is valid only until the next one is taken)."""
+    if isinstance(entry, WalkProblem):
+        yield entry
+    elif entry.full.suffix.lower() == ".zip":
+        yield from _members(entry.full, entry.path, limits, entry.size)
+    else:
+        yield _unsupported(entry.path) or SourceFile(entry.path, entry.size,
+                                                                 _read_file(entry.full, limits.max_file_bytes, entry.size))
+
+
+def walk(root: Path, *, exclude: Path | None = None, limits: Limits = Limits()) -> Iterator[SourceFile | WalkProblem]:
+    """Every file under ``root`` and every member of its archives (``list_folder``, then
+    ``read_entry`` for each)."""
+    for entry in list_folder(root, exclude=exclude, limits=limits):
+        yield from read_entry(entry, limits)
 
 
 def _identity(path: Path | None) -> tuple[int, int] | None:
@@ -142,29 +191,24 @@ def _unsupported(path: str) -> WalkProblem | None:
     return WalkProblem(path, "skipped", f"unsupported file type ({kind_of(path) or 'no extension'})")
 
 
-def _one(full: Path, rel: str, limits: Limits, real_root: str) -> Iterator[SourceFile | WalkProblem]:
-    max_bytes = limits.max_file_bytes
+def _entry(full: Path, rel: str, limits: Limits, real_root: str) -> Entry | WalkProblem:
+    """One listed name: a file to read, or why not (a link not followed, not a regular
+    file, over its size cap: ``max_archive_bytes`` for a zip, ``max_file_bytes`` else)."""
     if full.is_symlink():
         target = _link_target(full, rel, real_root, limits.follow_links)
         if isinstance(target, WalkProblem):
-            yield target
-            return
+            return target
         full = target
     try:
         st = full.stat()
     except OSError as exc:
-        yield WalkProblem(rel, "failed", f"cannot be read: {exc.strerror or exc}")
-        return
+        return WalkProblem(rel, "failed", f"cannot be read: {exc.strerror or exc}")
     if not full.is_file():
-        yield WalkProblem(rel, "skipped", "not a regular file")
-        return
-    if st.st_size > max_bytes:
-        yield WalkProblem(rel, "skipped", f"over the size cap ({st.st_size} > {max_bytes} bytes)")
-        return
-    if full.suffix.lower() == ".zip":
-        yield from _members(full, rel, limits, st.st_size)
-        return
-    yield _unsupported(rel) or SourceFile(rel, st.st_size, _read_file(full, max_bytes))
+        return WalkProblem(rel, "skipped", "not a regular file")
+    cap = limits.max_archive_bytes if full.suffix.lower() == ".zip" else limits.max_file_bytes
+    if st.st_size > cap:
+        return WalkProblem(rel, "skipped", f"over the size cap ({st.st_size} > {cap} bytes)")
+    return Entry(rel, full, st.st_size)
 
 
 def _members(full: Path, rel: str, limits: Limits, size: int) -> Iterator[SourceFile | WalkProblem]:
@@ -174,15 +218,26 @@ def _members(full: Path, rel: str, limits: Limits, size: int) -> Iterator[Source
         yield WalkProblem(rel, "skipped", "empty (0-byte zip archive)")
         return
     try:
-        with _open(full) as fh:  # held in memory (≤ max_bytes): members are read after it is closed
-            zf = zipfile.ZipFile(io.BytesIO(fh.read()))
-            infos = sorted(zf.infolist(), key=lambda i: i.filename)
+        fh = _open(full)
     except Skipped as exc:
         yield WalkProblem(rel, "skipped", str(exc))
         return
-    except (NotRegularFile, *_ZIP_ERRORS, ValueError) as exc:
-        yield WalkProblem(rel, "failed", f"broken zip archive ({exc})"[:300])
+    except OSError as exc:
+        yield WalkProblem(rel, "failed", f"cannot be read: {exc.strerror or exc}")
         return
+    with fh:  # open while its members are read, one by one (zipfile seeks; nothing held in memory)
+        try:
+            zf = zipfile.ZipFile(fh)
+            infos = sorted(zf.infolist(), key=lambda i: i.filename)
+        except (*_ZIP_ERRORS, ValueError) as exc:
+            yield WalkProblem(rel, "failed", f"broken zip archive ({exc})"[:300])
+            return
+        with zf:
+            yield from _member_files(zf, infos, rel, limits)
+
+
+def _member_files(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], rel: str,
+                  limits: Limits) -> Iterator[SourceFile | WalkProblem]:
     entries = Counter(i.filename for i in infos)
     seen: set[str] = set()
     total = 0  # uncompressed bytes of the members read so far
@@ -222,7 +277,7 @@ def _member_reader(zf: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int) -> Call
     def read() -> bytes:
         try:
             with zf.open(info) as fh:
-                return fh.read(cap + 1)
+                return read_capped(fh, cap, info.file_size)
         except _ZIP_ERRORS as exc:
             raise Failed(f"damaged zip member ({exc})"[:300]) from None
 
