@@ -507,3 +507,33 @@ def test_zip_archives_are_streamed_not_held(tmp_path: Path) -> None:
     assert len(_paths(tmp_path / "ix")) == 5 and len(rep.skipped) == 4  # the noise is binary
     assert seen == {"zipfiles": [], "open": []}
     assert peak < 9_000_000  # one member at a time (3 MB and its copies), not the 12 MB of archives
+
+
+# ---------------------------------------------------------------- durability
+def test_the_generation_is_on_disk_before_current_names_it(docs: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every fsync and rename the build makes, in order (the real calls, recorded): each
+    file of the new generation and its folder are flushed before CURRENT is replaced,
+    and the index folder after."""
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src: str, dst: str) -> None:
+        real_replace(src, dst)
+        events.append(("replace", str(dst)))
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs Linux /proc/self/fd")
+    out = tmp_path / "ix"
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    rep = build_index(docs, out)
+    gen = (out / rep.generation).resolve()
+    switch = events.index(("replace", str(out / CURRENT)))
+    flushed = {path for kind, path in events[:switch] if kind == "fsync"}
+    assert {str(p) for p in gen.iterdir()} | {str(gen)} <= flushed
+    assert ("fsync", str(out.resolve())) in events[switch:]

@@ -16,7 +16,8 @@ Layout of ``INDEX``::
 ``--out`` must be absent, empty or an index this tool made, and only these names are
 ever written or removed in it (``outdir.py``): a folder of the user's files is refused.
 
-Atomic: a run writes a new generation folder and only then points ``CURRENT`` at it, so
+Atomic and durable: a run writes a new generation folder, flushes its files and the folder
+to disk (fsync), and only then points ``CURRENT`` at it (and flushes the index folder), so
 an interrupted run leaves the previous index loadable (or, the first time, no index:
 ``CorpusIndex`` refuses a folder without ``CURRENT``); its half-written folder is removed
 by the next run. Incremental: a file whose sha256 matches the live generation's record
@@ -43,7 +44,8 @@ import orjson
 from sanctuary_local.corpus.extract import Extraction, Failed, SourceUnit, Skipped, extract
 from sanctuary_local.corpus.index import CURRENT, INDEX_FORMAT, CorpusIndex
 from sanctuary_local.corpus.names import json_safe
-from sanctuary_local.corpus.outdir import REPORT_NAME, IndexLock, check_out, generations, write_marker
+from sanctuary_local.corpus.outdir import (REPORT_NAME, IndexLock, check_out, fsync_dir, fsync_tree, generations,
+                                           write_marker)
 from sanctuary_local.corpus.postings import PostingsWriter
 from sanctuary_local.corpus.limits import Limits
 from sanctuary_local.corpus.walk import SourceFile, WalkProblem, list_folder, read_entry
@@ -178,7 +180,9 @@ def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, limi
     report_bytes = orjson.dumps(json_safe(report.__dict__), option=orjson.OPT_INDENT_2)
     if old is not None:
         old.close()
+    fsync_tree(gen)  # its data on disk before CURRENT names it
     atomic_write_bytes(out / CURRENT, name.encode())  # the switch: the new generation is live
+    fsync_dir(out)  # the switch itself on disk
     _clean_stale(out, name)
     atomic_write_bytes(out / REPORT_NAME, report_bytes)
     return report

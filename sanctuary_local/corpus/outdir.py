@@ -11,6 +11,10 @@ indexed itself, an index of another format. Inside an accepted folder, only name
 tool writes are ever touched (``generations`` lists ``gen-NNNNNN`` folders only, never
 a link).
 
+Durable: ``fsync_tree`` flushes a generation's files and its folder to disk before
+``CURRENT`` names it, and ``fsync_dir`` the index folder after the switch, so a power
+cut never leaves ``CURRENT`` naming a generation whose data is still in the page cache.
+
 One run at a time: ``IndexLock`` holds ``flock(LOCK_EX)`` on ``LOCK_NAME`` for the whole
 run, and a second run refuses at once with one line naming the first one's pid (two
 runs used to write the same generation: doubled postings). The kernel drops the lock
@@ -32,7 +36,8 @@ from sanctuary_local.corpus.names import printable
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import atomic_write_bytes, read_regular
 
-__all__ = ["MARKER", "LOCK_NAME", "REPORT_NAME", "IndexLock", "check_out", "generations", "write_marker"]
+__all__ = ["MARKER", "LOCK_NAME", "REPORT_NAME", "IndexLock", "check_out", "fsync_dir", "fsync_tree", "generations",
+           "write_marker"]
 
 #: The file that says "an index made by ``sanctuary-local index``", with its format.
 MARKER = "sanctuary-index.json"
@@ -154,3 +159,24 @@ class IndexLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def fsync_dir(folder: Path) -> None:
+    """Flush ``folder``'s entries (names created, renamed or removed in it) to disk."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(folder: Path) -> None:
+    """Flush every file directly in ``folder``, then the folder itself, to disk."""
+    for p in sorted(Path(folder).iterdir()):
+        if p.is_file() and not p.is_symlink():
+            fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    fsync_dir(folder)
