@@ -537,3 +537,13 @@ def test_the_generation_is_on_disk_before_current_names_it(docs: Path, tmp_path:
     flushed = {path for kind, path in events[:switch] if kind == "fsync"}
     assert {str(p) for p in gen.iterdir()} | {str(gen)} <= flushed
     assert ("fsync", str(out.resolve())) in events[switch:]
+
+
+def test_help_says_what_is_followed_capped_and_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["index", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for words in ("Followed: links to files inside the folder", "Capped:", "Refused with one line",
+                  "--follow-links", "--max-archive-mb", "--max-docx-xml-mb", "--max-pdf-pages"):
+        assert words in text, words
+    for panel in ("Inputs", "Outputs", "Models and profile", "Performance", "Advanced"):
+        assert f"─ {panel} ─" in text, panel

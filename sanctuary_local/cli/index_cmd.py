@@ -13,22 +13,27 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 
+_IN, _OUT, _MODEL, _PERF, _ADV = "Inputs", "Outputs", "Models and profile", "Performance", "Advanced"
+
+
 def index(
-    folder: Path = typer.Argument(..., help="The folder of documents (walked recursively; zip archives opened)."),
-    out: Path = typer.Option(..., "--out", help="The index folder (created; rerun to update it: unchanged files are not extracted again)."),
-    max_file_mb: float = typer.Option(64.0, "--max-file-mb", help="Skip files (and zip members) larger than this."),
-    max_archive_mb: float = typer.Option(1024.0, "--max-archive-mb", help="Read a zip's members until they expand to this much in total; skip the rest."),
-    max_docx_xml_mb: float = typer.Option(16.0, "--max-docx-xml-mb", help="Skip a .docx whose XML parts expand to more than this."),
-    max_pdf_pages: int = typer.Option(5000, "--max-pdf-pages", min=1, help="Read at most this many pages of a PDF (each page object once, however often its page tree lists it)."),
-    segment_tokens: int = typer.Option(500, "--segment-tokens", help="Words per coarse segment (the pipeline's retrieval.segment_tokens)."),
-    follow_links: bool = typer.Option(False, "--follow-links", help="Also index files that symbolic links lead to outside the folder (by default only links to files inside it are followed; links to folders never are)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    folder: Path = typer.Argument(..., help="The folder of documents (walked recursively; zip archives opened).", rich_help_panel=_IN),
+    out: Path = typer.Option(..., "--out", help="The index folder: new, empty, or an index made by this command (rerun to update it: unchanged files are not extracted again). Any other folder is refused.", rich_help_panel=_OUT),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar.", rich_help_panel=_OUT),
+    segment_tokens: int = typer.Option(500, "--segment-tokens", help="Words per coarse segment (the pipeline's retrieval.segment_tokens).", rich_help_panel=_MODEL),
+    max_file_mb: float = typer.Option(64.0, "--max-file-mb", help="Skip files (and zip members, uncompressed) larger than this.", rich_help_panel=_PERF),
+    max_archive_mb: float = typer.Option(1024.0, "--max-archive-mb", help="Skip a zip larger than this, and read its members only until they expand to this much in total.", rich_help_panel=_PERF),
+    follow_links: bool = typer.Option(False, "--follow-links", help="Also index files that symbolic links lead to outside the folder (by default only links to files inside it are followed; links to folders never are).", rich_help_panel=_ADV),
+    max_docx_xml_mb: float = typer.Option(16.0, "--max-docx-xml-mb", help="Skip a .docx whose XML parts expand to more than this.", rich_help_panel=_ADV),
+    max_pdf_pages: int = typer.Option(5000, "--max-pdf-pages", min=1, help="Read at most this many pages of a PDF (each page object once, however often its page tree lists it).", rich_help_panel=_ADV),
 ) -> None:
-    """Index a folder of documents for `check` and `run --corpus`.
+    """Index a folder of documents so that check and run --corpus can search it.
 
-    HTML: main text (trafilatura), title, canonical URL; PDF: text per page (pypdf); .txt/.md as they are; .docx paragraphs; AVeriTeC store files (.json/.jsonl) one document per line. Files whose content is unchanged since the last run are reused; deleted files leave the index. The index switches to the new version only when it is complete: an interrupted run leaves the previous one usable.
+    Reads HTML (main text, title, canonical URL), PDF (text per page), .txt and .md as they are, .docx paragraphs, AVeriTeC store files (.json/.jsonl, one document per line) and the members of .zip archives. Unchanged files are reused on a rerun; deleted files leave the index. The new index goes live only when it is complete and on disk: an interrupted run leaves the previous one usable.
 
-    A file that cannot be read (encrypted or broken PDF, binary, empty, too big, undecodable) never stops the run: INDEX/index_report.json lists each with its reason. Exit code 0, or 2 for a bad folder."""
+    Followed: links to files inside the folder (--follow-links: outside it too). Never followed or opened: links to folders, archives inside archives. Capped: a file's size, a zip's size and expanded total (a member listed many times is read once), a .docx's XML, pages per PDF (a page its page tree lists many times is read once); HTML nested past 2,048 levels is read with its tags stripped and flagged. Refused with one line: an --out folder that holds anything but an index made by this command, the indexed folder itself as --out, a second run on an index while one is writing it.
+
+    A file that cannot be read (encrypted, broken, binary, empty, over a cap, a FIFO or device, a link not followed) never stops the run: INDEX/index_report.json lists every one with its reason; the terminal shows the first ten of each kind, control characters escaped. Exit code 0, or 2 for a bad folder or --out."""
     from sanctuary_local.corpus.build import REPORT_NAME, build_index
     from sanctuary_local.errors import UserError
 
