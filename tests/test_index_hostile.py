@@ -547,3 +547,20 @@ def test_help_says_what_is_followed_capped_and_refused(capsys: pytest.CaptureFix
         assert words in text, words
     for panel in ("Inputs", "Outputs", "Models and profile", "Performance", "Advanced"):
         assert f"─ {panel} ─" in text, panel
+
+
+# ---------------------------------------------------------------- wide HTML
+def test_a_page_with_a_very_wide_element_is_read_without_trafilatura(tmp_path: Path) -> None:
+    from sanctuary_local.corpus.extract import HTML_TOO_WIDE, WIDE_CHILDREN, extract
+
+    spans = "".join(f"<span>Sentence {i} about the harbour.</span> " for i in range(WIDE_CHILDREN + 500))
+    page = ("<html><head><title>Wide</title><link rel='canonical' href='https://wide.example/'></head><body>"
+            "<nav><a href='/'>Home</a> <a href='/x'>Sections</a></nav>"
+            f"<div>{spans}</div><footer>All rights reserved</footer><script>var x;</script></body></html>")
+    got = extract("wide.html", page.encode())
+    text = got.units[0].text
+    assert got.flags == (HTML_TOO_WIDE,) and (got.units[0].title, got.units[0].url) == ("Wide", "https://wide.example/")
+    assert "Sentence 0 about" in text and f"Sentence {WIDE_CHILDREN + 499} about" in text
+    assert "Sections" not in text and "All rights reserved" not in text and "var x" not in text
+    normal = extract("eiffel-tower.html", (EXAMPLES / "eiffel-tower.html").read_bytes())
+    assert normal.flags == () and "Landmarks" not in normal.units[0].text  # trafilatura still reads the rest

@@ -9,7 +9,11 @@ One function per format, chosen by the file's extension from ``EXTRACTORS``:
   Deep nesting: libxml2 stops parsing at 256 levels (2,048 with ``huge_tree``) and
   drops everything after the deep part without an error; a page deeper than 2,048
   levels is read by stripping its tags instead (all its text, no main-content
-  selection) and flagged ``HTML_TOO_DEEP``.
+  selection) and flagged ``HTML_TOO_DEEP``. Wide pages: trafilatura's time grows with
+  the square of the children of one element (a flat 10 MB page took minutes), so a page
+  with an element of more than ``WIDE_CHILDREN`` children is read by lxml instead (all
+  text but scripts, styles, navigation, headers, footers, asides and forms), flagged
+  ``HTML_TOO_WIDE``.
 - PDF: one unit per page (``page`` is 1-based) via pypdf; an encrypted PDF that does
   not open with the empty password, or a PDF pypdf cannot parse, is a failure. The page
   tree is walked by ``pdf.py``: a page object listed many times is read once, and at
@@ -43,12 +47,19 @@ from sanctuary_local.corpus.limits import Limits
 from sanctuary_local.corpus.pdf import pdf_pages
 
 __all__ = ["SourceUnit", "Extraction", "Skipped", "Failed", "EXTRACTORS", "extract", "kind_of", "UNDECODABLE",
-           "HTML_TOO_DEEP"]
+           "HTML_TOO_DEEP", "HTML_TOO_WIDE"]
 
 #: Flag of a file whose undecodable bytes were replaced by U+FFFD.
 UNDECODABLE = "undecodable_bytes_replaced"
 #: Flag of a page nested too deep to parse: its text was read with the tags stripped.
 HTML_TOO_DEEP = "html_too_deep_tags_stripped"
+#: Flag of a page with an element of more than ``WIDE_CHILDREN`` children: read without trafilatura.
+HTML_TOO_WIDE = "html_too_wide_all_text"
+#: Children of one element past which trafilatura is not used: its time grows with the
+#: square of one element's children (one <div> of 10,000 <span>s, 2 MB: 32 s; ten of
+#: 1,000: 1.9 s; benchmarks/results/html_extractors*.md), so a page of many sentences in
+#: one container took minutes. Such a page is read by lxml instead (``_visible_text``).
+WIDE_CHILDREN = 1000
 _SNIFF_BYTES = 8192
 DEFAULT_LIMITS = Limits()
 
@@ -141,8 +152,11 @@ def extract_html(path: str, data: bytes, limits: Limits = DEFAULT_LIMITS) -> Ext
     except Exception as exc:  # noqa: BLE001 - lxml raises several types for junk
         raise Failed(f"not parseable as HTML ({type(exc).__name__}: {exc})") from None
     title = tree.findtext(".//title") or ""  # the head is parsed even when the body is too deep
+    url = _page_url(tree)
     if any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log):  # the parse stopped early
         body, flags = strip_tags(text), flags + (HTML_TOO_DEEP,)
+    elif max((len(el) for el in tree.iter()), default=0) > WIDE_CHILDREN:
+        body, flags = _visible_text(tree), flags + (HTML_TOO_WIDE,)
     else:
         meta = trafilatura.extract_metadata(tree)  # both copy the tree: it stays as parsed
         title = meta.title if meta is not None and meta.title else title
@@ -152,7 +166,15 @@ def extract_html(path: str, data: bytes, limits: Limits = DEFAULT_LIMITS) -> Ext
             body = re.sub(r"[ \t]*\n\s*", "\n", tree.text_content() or "").strip()
     if not body.strip():
         raise Skipped("empty (no text in the page)")
-    return Extraction((SourceUnit(path, body, url=_page_url(tree), title=" ".join(title.split())),), flags)
+    return Extraction((SourceUnit(path, body, url=url, title=" ".join(title.split())),), flags)
+
+
+def _visible_text(tree) -> str:
+    """The page's text without scripts, styles, navigation, headers, footers, asides and
+    forms (what a wide page is read with: linear in its size; no main-content choice)."""
+    for el in tree.xpath("//script|//style|//noscript|//template|//nav|//header|//footer|//aside|//form"):
+        el.drop_tree()
+    return re.sub(r"[ \t]*\n\s*", "\n", tree.text_content() or "").strip()
 
 
 _HIDDEN_OPEN = re.compile(r"<(script|style|noscript|template)\b|<!--", re.IGNORECASE)
