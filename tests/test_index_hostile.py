@@ -135,6 +135,7 @@ def test_a_second_run_refuses_while_the_first_holds_the_index(docs: Path, tmp_pa
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
+        holder.stdout.close()
     assert main(["index", str(docs), "--out", str(out), "--quiet"]) == 0  # the lock died with its holder
 
 

@@ -95,6 +95,11 @@ class _Units:
         # segment the text exactly as it will be read back (U+FFFD for unpaired surrogates)
         self.postings.add(len(self.rows) - 1, data.decode("utf-8"))
 
+    def abandon(self) -> None:
+        """Close the files of an interrupted build (nothing of it is kept)."""
+        for fh in (self.texts, self.meta):
+            fh.close()
+
     def close(self, gen: Path) -> None:
         for fh in (self.texts, self.meta):
             fh.flush()
@@ -164,10 +169,16 @@ def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, limi
     files: dict[str, Any] = {}
     tick = progress or (lambda done, total, path: None)
     tick(0, len(entries), "")
-    for i, entry in enumerate(entries, start=1):
-        for item in read_entry(entry, limits):  # a zip: its members, streamed from the open archive
-            _one_file(item, old, old_files, units, files, report, limits)
-        tick(i, len(entries), entry.path)
+    try:
+        for i, entry in enumerate(entries, start=1):
+            for item in read_entry(entry, limits):  # a zip: its members, streamed from the open archive
+                _one_file(item, old, old_files, units, files, report, limits)
+            tick(i, len(entries), entry.path)
+    except BaseException:  # Ctrl-C, a full disk: the half generation stays for the next run to remove
+        units.abandon()
+        if old is not None:
+            old.close()
+        raise
     units.close(gen)
     counts = postings.finish()
     report.removed = sum(1 for p in old_files if p not in files)
