@@ -82,8 +82,9 @@ def build(engine: str, store: Path, work: Path) -> dict:
     t0 = time.perf_counter()
     if engine == "mmap":
         from sanctuary_local.corpus.build import build_index
+        from sanctuary_local.corpus.limits import Limits
 
-        rep = build_index(store, dst, max_bytes=1 << 30)
+        rep = build_index(store, dst, limits=Limits(max_file_bytes=1 << 30, max_archive_bytes=1 << 40))
         return {"build_s": round(time.perf_counter() - t0, 2), "disk_mb": round(_du(dst) / 1e6, 1),
                 "segments": rep.segments, "text_mb": round(rep.text_bytes / 1e6, 1),
                 "note": "includes JSON reading and segmentation"}

@@ -129,13 +129,14 @@ def _folder(data: Path, fraction: float, files: int) -> Path:
 
 def index(data: Path, fraction: float, files: int, out: Path) -> None:
     from sanctuary_local.corpus.build import build_index
+    from sanctuary_local.corpus.limits import Limits
 
     folder = _folder(data, fraction, files)
     dst = data / f"index_{fraction:g}"
     load_before = _uptime()
     peak = _Peak()
     t0, c0 = time.perf_counter(), time.process_time()
-    rep = build_index(folder, dst, max_bytes=1 << 30)
+    rep = build_index(folder, dst, limits=Limits(max_file_bytes=1 << 30, max_archive_bytes=1 << 40))
     secs, cpu = time.perf_counter() - t0, time.process_time() - c0
     mem = peak.stop()
     size = sum(p.stat().st_size for p in dst.rglob("*") if p.is_file())

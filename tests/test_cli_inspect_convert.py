@@ -117,3 +117,24 @@ def test_console_script_subprocess(examples_dir: Path, tmp_path: Path) -> None:
     assert out.read_bytes().count(b",gold\r\n") == 4
     res = subprocess.run([*cmd, "convert", str(tmp_path / "none.json"), "--to", str(out)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "not found" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_convert_nul_and_cr_reach_the_scorer_unchanged(examples_dir: Path, tmp_path: Path) -> None:
+    """NUL and CR in a claim or an answer are written as they are, and that is right: the
+    csv writer quotes a field holding CR, and pandas (the official scorer's reader) and
+    the csv module both read the exact text back. Nothing to strip."""
+    pd = pytest.importorskip("pandas")
+    claims = orjson.loads((examples_dir / "claims.json").read_bytes())
+    claims[0]["claim"] = "A NUL \x00 and a CR \r inside, and a CRLF \r\n too"
+    claims[0]["questions"][0]["answers"][0]["answer"] = "an answer\rwith a CR and \x00 a NUL"
+    src = tmp_path / "claims.json"
+    src.write_bytes(orjson.dumps(claims))
+    solution = tmp_path / "solution.csv"
+    assert main(["convert", str(src), "--to", str(solution)]) == 0
+    from sanctuary_local.io.leaderboard import check_official_rows, read_leaderboard_csv
+
+    rows = read_leaderboard_csv(solution)
+    frame = pd.read_csv(solution)
+    assert len(frame) == len(rows) == len(claims) and check_official_rows(solution) == []
+    assert frame["claim"].iloc[0] == rows[0].claim == claims[0]["claim"]
+    assert frame["evi"].iloc[0] == rows[0].evi and "an answer\rwith a CR and \x00 a NUL" in rows[0].evi

@@ -10,8 +10,14 @@ Layout of ``INDEX``::
       units.npy          per unit: text and meta byte offsets and lengths (int64 × 4)
       vocab.npy …        the BM25 arrays (``postings.py``), memory-mapped when searching
     index_report.json    the last run: every skipped, failed or flagged file with its reason
+    sanctuary-index.json the marker: this folder is an index made by ``index`` (its format)
+    index.lock           held (flock) by the run writing the index: one run at a time
 
-Atomic: a run writes a new generation folder and only then points ``CURRENT`` at it, so
+``--out`` must be absent, empty or an index this tool made, and only these names are
+ever written or removed in it (``outdir.py``): a folder of the user's files is refused.
+
+Atomic and durable: a run writes a new generation folder, flushes its files and the folder
+to disk (fsync), and only then points ``CURRENT`` at it (and flushes the index folder), so
 an interrupted run leaves the previous index loadable (or, the first time, no index:
 ``CorpusIndex`` refuses a folder without ``CURRENT``); its half-written folder is removed
 by the next run. Incremental: a file whose sha256 matches the live generation's record
@@ -37,15 +43,17 @@ import orjson
 
 from sanctuary_local.corpus.extract import Extraction, Failed, SourceUnit, Skipped, extract
 from sanctuary_local.corpus.index import CURRENT, INDEX_FORMAT, CorpusIndex
+from sanctuary_local.corpus.names import json_safe
+from sanctuary_local.corpus.outdir import (REPORT_NAME, IndexLock, check_out, fsync_dir, fsync_tree, generations,
+                                           write_marker)
 from sanctuary_local.corpus.postings import PostingsWriter
-from sanctuary_local.corpus.walk import MAX_FILE_BYTES, SourceFile, WalkProblem, walk
+from sanctuary_local.corpus.limits import Limits
+from sanctuary_local.corpus.walk import SourceFile, WalkProblem, list_folder, read_entry
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import atomic_write_bytes
 from sanctuary_local.retrieval.segment import TOKENISER_ID
 
 __all__ = ["IndexReport", "build_index", "INDEX_FORMAT", "CURRENT", "REPORT_NAME"]
-
-REPORT_NAME = "index_report.json"
 
 
 @dataclass
@@ -78,7 +86,7 @@ class _Units:
 
     def add(self, u: SourceUnit) -> None:
         data = u.text.encode("utf-8", errors="replace")
-        meta = orjson.dumps({"path": u.path, "page": u.page, "line": u.line, "url": u.url, "title": u.title})
+        meta = orjson.dumps(json_safe({"path": u.path, "page": u.page, "line": u.line, "url": u.url, "title": u.title}))
         self.texts.write(data)
         self.meta.write(meta)
         self.rows.append((self.t_off, len(data), self.m_off, len(meta)))
@@ -86,6 +94,11 @@ class _Units:
         self.m_off += len(meta)
         # segment the text exactly as it will be read back (U+FFFD for unpaired surrogates)
         self.postings.add(len(self.rows) - 1, data.decode("utf-8"))
+
+    def abandon(self) -> None:
+        """Close the files of an interrupted build (nothing of it is kept)."""
+        for fh in (self.texts, self.meta):
+            fh.close()
 
     def close(self, gen: Path) -> None:
         for fh in (self.texts, self.meta):
@@ -107,9 +120,10 @@ def _previous(out: Path) -> tuple[Any, dict[str, Any]]:
 
 
 def _clean_stale(out: Path, keep: str | None) -> None:
-    """Remove generation folders a crashed run left (all but the live one)."""
-    for p in out.glob("gen-*"):
-        if p.is_dir() and p.name != keep:
+    """Remove generation folders a crashed run left (all but the live one; only
+    ``gen-NNNNNN`` folders: nothing else in ``out`` is ours to delete)."""
+    for p in generations(out):
+        if p.name != keep:
             shutil.rmtree(p, ignore_errors=True)
 
 
@@ -119,17 +133,28 @@ def _next_name(out: Path, live: str | None) -> str:
 
 
 def build_index(root: Path, out: Path, *, segment_tokens: int = 500, k1: float = 1.5, b: float = 0.75,
-                max_bytes: int = MAX_FILE_BYTES,
+                limits: Limits | None = None,
                 progress: Callable[[int, int, str], None] | None = None) -> IndexReport:
     """Index the files under ``root`` into ``out`` (module doc); ``progress(done, total,
-    path)`` is called before the first file and after each."""
+    path)`` is called before the first file and after each (a zip archive counts as one). ``limits``: the caps and the
+    link policy (``limits.py``; the defaults when None)."""
     root, out = Path(root), Path(out)
     if not root.is_dir():
         raise UserError(f"{root}: not a folder (index expects a folder of documents)")
+    check_out(out, root)  # before anything is written: a folder of the user's own files is refused
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"{out}: cannot create the index folder: {exc.strerror or exc}") from None
+    with IndexLock(out):
+        check_out(out, root)  # again, now that no other run can change it
+        write_marker(out)
+        return _build(root, out, segment_tokens, k1, b, limits or Limits(), progress)
+
+
+def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, limits: Limits,
+           progress: Callable[[int, int, str], None] | None) -> IndexReport:
+    """``build_index`` once ``out`` is checked and locked."""
     t0 = time.perf_counter()
     old, old_files = _previous(out)
     live = old.generation if old is not None else None
@@ -137,48 +162,65 @@ def build_index(root: Path, out: Path, *, segment_tokens: int = 500, k1: float =
     name = _next_name(out, live)
     gen = out / name
     gen.mkdir()
-    report = IndexReport(index=str(out), generation=name)
-    items = list(walk(root, exclude=out, max_bytes=max_bytes))
+    report = IndexReport(index=json_safe(str(out)), generation=name)
+    entries = list_folder(root, exclude=out, limits=limits)  # names only: nothing is read yet
     postings = PostingsWriter(gen, segment_tokens, k1, b)
     units = _Units(gen, postings)
     files: dict[str, Any] = {}
     tick = progress or (lambda done, total, path: None)
-    tick(0, len(items), "")
-    for i, item in enumerate(items, start=1):
-        _one_file(item, old, old_files, units, files, report, max_bytes)
-        tick(i, len(items), item.path)
+    tick(0, len(entries), "")
+    try:
+        for i, entry in enumerate(entries, start=1):
+            for item in read_entry(entry, limits):  # a zip: its members, streamed from the open archive
+                _one_file(item, old, old_files, units, files, report, limits)
+            tick(i, len(entries), entry.path)
+    except BaseException:  # Ctrl-C, a full disk: the half generation stays for the next run to remove
+        units.abandon()
+        if old is not None:
+            old.close()
+        raise
     units.close(gen)
     counts = postings.finish()
     report.removed = sum(1 for p in old_files if p not in files)
     report.units, report.segments, report.text_bytes = len(units.rows), counts["segments"], units.t_off
     manifest = {"format": INDEX_FORMAT, "tokeniser": TOKENISER_ID, "segment_tokens": segment_tokens, "k1": k1, "b": b,
                 "root": str(root.resolve()), **counts, "units": len(units.rows), "text_bytes": units.t_off, "files": files}
-    atomic_write_bytes(gen / "manifest.json", orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+    atomic_write_bytes(gen / "manifest.json", orjson.dumps(json_safe(manifest), option=orjson.OPT_INDENT_2))
+    report.seconds = round(time.perf_counter() - t0, 3)
+    # serialised before the switch: a report that cannot be written must not follow a live index
+    report_bytes = orjson.dumps(json_safe(report.__dict__), option=orjson.OPT_INDENT_2)
     if old is not None:
         old.close()
+    fsync_tree(gen)  # its data on disk before CURRENT names it
     atomic_write_bytes(out / CURRENT, name.encode())  # the switch: the new generation is live
+    fsync_dir(out)  # the switch itself on disk
     _clean_stale(out, name)
-    report.seconds = round(time.perf_counter() - t0, 3)
-    atomic_write_bytes(out / REPORT_NAME, orjson.dumps(report.__dict__, option=orjson.OPT_INDENT_2))
+    atomic_write_bytes(out / REPORT_NAME, report_bytes)
     return report
 
 
 def _one_file(item: SourceFile | WalkProblem, old: Any, old_files: dict[str, Any], units: _Units,
-              files: dict[str, Any], report: IndexReport, max_bytes: int) -> None:
+              files: dict[str, Any], report: IndexReport, limits: Limits) -> None:
     """Extract (or reuse) one file's units into the new generation; record any problem."""
     if isinstance(item, WalkProblem):
         getattr(report, item.status).append({"path": item.path, "reason": item.reason})
         return
+    if item.path in files:  # two names spelled alike (an undecodable byte vs a literal "\xff")
+        report.skipped.append({"path": item.path, "reason": "duplicate name (another file has the same name; indexed once)"})
+        return
     try:
         data = item.read()
+    except Skipped as exc:
+        report.skipped.append({"path": item.path, "reason": str(exc)})
+        return
     except Failed as exc:
         report.failed.append({"path": item.path, "reason": str(exc)})
         return
     except OSError as exc:
         report.failed.append({"path": item.path, "reason": f"cannot be read: {exc.strerror or exc}"})
         return
-    if len(data) > max_bytes:
-        report.skipped.append({"path": item.path, "reason": f"over the size cap (> {max_bytes} bytes)"})
+    if len(data) > limits.max_file_bytes:
+        report.skipped.append({"path": item.path, "reason": f"over the size cap (> {limits.max_file_bytes} bytes)"})
         return
     sha = hashlib.sha256(data).hexdigest()
     prev = old_files.get(item.path)
@@ -187,7 +229,7 @@ def _one_file(item: SourceFile | WalkProblem, old: Any, old_files: dict[str, Any
         report.reused += 1
     else:
         try:
-            got = extract(item.path, data)
+            got = extract(item.path, data, limits)
         except Skipped as exc:
             report.skipped.append({"path": item.path, "reason": str(exc)})
             return
@@ -203,6 +245,7 @@ def _one_file(item: SourceFile | WalkProblem, old: Any, old_files: dict[str, Any
     first = len(units.rows)
     for u in got.units:
         units.add(u)
-    files[item.path] = {"sha256": sha, "size": len(data), "units": [first, len(units.rows)], "flags": list(got.flags)}
-    if got.flags:
-        report.flagged.append({"path": item.path, "flags": list(got.flags)})
+    flags = list(dict.fromkeys((*item.flags, *got.flags)))  # the walk's, then the extractor's, each once
+    files[item.path] = {"sha256": sha, "size": len(data), "units": [first, len(units.rows)], "flags": flags}
+    if flags:
+        report.flagged.append({"path": item.path, "flags": flags})
