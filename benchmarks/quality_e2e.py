@@ -63,7 +63,7 @@ RESULTS = REPO / "benchmarks" / "results"
 #: Flags whose rate the table reports (a claim counts once per flag).
 RATE_FLAGS = ("hyde_claim_fallback", "hyde_repaired", "hyde_line_fallback", "verdict_label_inferred",
               "verdict_label_fallback", "verdict_truncated", "verdict_trimmed", "evidence_placeholder",
-              "verdict_scored", "verdict_text_parsed", "verdict_stance", "verdict_stance_failed", "suspected_injection")
+              "suspected_injection")
 MAJORITY = "Refuted"
 
 
@@ -182,9 +182,6 @@ def oracle_run(args: argparse.Namespace, claims: list, work: Path) -> Path:
     sf = StageFile(out / "stage3_oracle.jsonl", Prediction.from_dict)
     todo = [c for c in claims if c.index not in sf]
     if todo:
-        from sanctuary_local.stages.calibration import prepared_calibration
-
-        calibration = prepared_calibration(cfg.verdict, cfg.models_dir)  # the same label calibration as the system row
         trained = None
         if cfg.verdict.mode == "trained":  # the classifier, no LLM
             from sanctuary_local.stages.verdict_trained import load_trained
@@ -195,7 +192,7 @@ def oracle_run(args: argparse.Namespace, claims: list, work: Path) -> Path:
             for i, c in enumerate(todo, 1):
                 t = time.perf_counter()
                 [p] = run_verdict([c], [HydeResult(c.index, None, ())], [oracle_evidence(c)], backend, cfg.verdict,
-                                  calibration=calibration, trained=trained)
+                                  trained=trained)
                 sf.append(c.index, p, {"seconds": time.perf_counter() - t})
                 if not args.quiet:
                     print(f"oracle {i}/{len(todo)} claim {c.index}: {p.label}", file=sys.stderr)

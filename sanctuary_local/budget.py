@@ -58,8 +58,6 @@ def apply_level(cfg: Config, level: int) -> Config:
     c.retrieval.max_snippets = min(c.retrieval.max_snippets, s)
     c.hyde.sampling.max_tokens = max(64, int(c.hyde.sampling.max_tokens * f))
     c.verdict.sampling.max_tokens = max(64, int(c.verdict.sampling.max_tokens * f))
-    if c.verdict.reasoning_tokens:  # scored mode's reasoning (its calibration is still the configured one)
-        c.verdict.reasoning_tokens = max(64, int(c.verdict.reasoning_tokens * f))
     c.followup.sampling.max_tokens = max(64, int(c.followup.sampling.max_tokens * f))
     c.decompose.sampling.max_tokens = max(64, int(c.decompose.sampling.max_tokens * f))
     if level >= MAX_LEVEL:
@@ -75,14 +73,8 @@ def knobs(cfg: Config) -> dict[str, int]:
         "retrieval.top_k_segments": cfg.retrieval.top_k_segments,
         "retrieval.max_snippets": cfg.retrieval.max_snippets,
         "hyde.max_tokens": cfg.hyde.sampling.max_tokens,
-        "verdict.max_tokens": _verdict_tokens(cfg),
+        "verdict.max_tokens": cfg.verdict.sampling.max_tokens,
     }
-
-
-def _verdict_tokens(cfg: Config) -> int:
-    """Stage 3's generation cap: the reasoning's in scored mode, else the sampling's."""
-    v = cfg.verdict
-    return v.reasoning_tokens if v.mode == "scored" and v.reasoning_tokens else v.sampling.max_tokens
 
 
 def cost_factor(base: Config, level: int, stage: str) -> float:

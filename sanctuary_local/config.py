@@ -24,9 +24,30 @@ PROFILE_NAMES = ("cpu", "cpu-fast", "cpu-gemma", "paper")
 
 
 #: Settings added after runs were made, left out of every identity (run fingerprint, prompt
-#: hashes) at the value that reproduces those runs, so the runs still resume, ``--reuse-from``
-#: still copies them and calibrations fitted before still match.
+#: hashes) at the value that reproduces those runs, so the runs still resume and
+#: ``--reuse-from`` still copies them.
 NEUTRAL_DEFAULTS: dict[str, Any] = {"repetition_penalty": 1.0}
+
+#: Stage-3 modes retired with the settings below (docs/verdicts.md, "Retired modes"): on
+#: held-out claims both labelled worse than always answering Refuted.
+RETIRED_MODES = ("scored", "stance")
+RETIRED_AT = "cd0fd52"
+"""The last commit that runs them (``git worktree add ../sanctuary-retired cd0fd52``)."""
+#: Settings that only the retired modes read. A profile or ``--set`` that names one is
+#: refused (it would silently do nothing); a run's saved ``config.json`` from before is read
+#: without them (``Config.from_dict``), so those runs still reuse and report.
+RETIRED_KEYS: dict[str, str] = {
+    "verdict.scored_prompt": "scored", "verdict.scored_label_prompt": "scored", "verdict.reasoning_tokens": "scored",
+    "verdict.calibration": "scored", "verdict.stance_prompt": "stance", "verdict.stance_passages": "stance",
+    "verdict.stance_words": "stance",
+}
+
+
+def _retired(mode: str) -> str:
+    """Why a retired mode's setting is refused, and where the mode still runs."""
+    return (f"the '{mode}' verdict mode was retired (it labelled held-out claims worse than always answering "
+            f"Refuted; docs/verdicts.md, \"Retired modes\"). Stage 3 is verdict.mode = 'trained' or 'paper'; "
+            f"the retired modes still run at commit {RETIRED_AT}")
 
 
 @dataclass
@@ -173,27 +194,8 @@ class VerdictConfig:
     """How the label is chosen. "trained": a classifier learned from AVeriTeC train
     (``trained_model``) gives the labels' probabilities from the claim and its evidence; no
     LLM (``stages/verdict_trained.py``). "paper": the model reasons in free text and its
-    ``Label:`` line is parsed (the paper's Appendix B path). "scored": the four label
-    strings are scored as the model's answer by log-probability and the best one by
-    calibrated score wins (issue 26); text is parsed only where the backend returns no
-    log-probabilities (flag ``verdict_text_parsed``). "stance": each retrieved passage is
-    judged on its own (support / refute / neither, scored by log-probability) and the
-    calibration turns the aggregated stances and stage 1's label into the label
-    (``stages/stance.py``)."""
-    scored_prompt: str = "verdict_scored.txt"
-    """scored mode: the prompt whose answer is the label (no reasoning asked)."""
-    scored_label_prompt: str = "verdict_scored_label.txt"
-    """scored mode with ``reasoning_tokens``: the question after the reasoning whose
-    answer is the label."""
-    reasoning_tokens: int = 0
-    """scored mode: 0 scores the labels straight after the evidence; N > 0 first lets the
-    model reason (``prompt``, at most N tokens), then scores the labels as its answer."""
-    stance_prompt: str = "verdict_stance.txt"
-    """stance mode: the prompt that asks for one passage's stance towards the claim."""
-    stance_passages: int = 8
-    """stance mode: the most distinct passages judged per claim (every question's best first)."""
-    stance_words: int = 120
-    """stance mode: the longest passage shown, in words (longer ones are cut, shown cut)."""
+    ``Label:`` line is parsed (the paper's Appendix B path, the specification). The LLM
+    modes "scored" and "stance" were retired (``RETIRED_MODES``)."""
     flagged: str = "redact"
     """What stage 3 shows the model of a snippet that looks like an instruction to it (the
     ``suspected_injection`` patterns: "ignore the above", ``Label:`` lines, chat-template
@@ -208,10 +210,6 @@ class VerdictConfig:
     trained_rule: bool = True
     """trained mode: apply the decision rule fitted beside the model (``decision_rule.json``,
     per-label offsets from dev claims 100-149); false takes the most probable label."""
-    calibration: str = ""
-    """scored and stance modes: a calibration file (``sanctuary-local calibrate``) or the name of one
-    in sanctuary_local/data/calibration; "" uses the raw scores. Refused when it was
-    fitted for another model or prompt."""
     prompt: str = "verdict.txt"
     label_reask: str = "verdict_label.txt"
     """Prompt that asks once more for the label alone when the reasoning has none (it ran
@@ -247,9 +245,10 @@ class Config:
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "config") -> Config:
         """A config from ``to_dict()`` output (e.g. a run's ``config.json``); keys it lacks
-        (settings added since it was written) keep their defaults."""
+        (settings added since it was written) keep their defaults, retired ones
+        (``RETIRED_KEYS``) are left out."""
         cfg = cls()
-        _merge(cfg, data, where)
+        _merge(cfg, data, where, saved=True)
         return cfg
 
     def fingerprint(self) -> str:
@@ -257,17 +256,23 @@ class Config:
         return hashlib.sha256(orjson.dumps(self.to_dict(), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
-def _merge(obj: Any, data: dict[str, Any], where: str) -> None:
-    """Set dataclass fields of ``obj`` from ``data`` recursively; unknown keys are errors."""
+def _merge(obj: Any, data: dict[str, Any], where: str, path: str = "", saved: bool = False) -> None:
+    """Set dataclass fields of ``obj`` from ``data`` recursively; unknown keys are errors,
+    retired keys too unless ``saved`` (a run's own config.json: they are skipped)."""
     known = {f.name: f for f in fields(obj)}
     for key, value in data.items():
+        dotted = f"{path}{key}"
+        if dotted in RETIRED_KEYS:
+            if saved:
+                continue
+            raise UserError(f"{where}: {dotted} was removed, drop it: {_retired(RETIRED_KEYS[dotted])}")
         if key not in known:
             raise UserError(f"{where}: unknown config key '{key}' (valid: {', '.join(sorted(known))})")
         current = getattr(obj, key)
         if is_dataclass(current):
             if not isinstance(value, dict):
                 raise UserError(f"{where}: '{key}' must be a table/section, got {type(value).__name__}")
-            _merge(current, value, f"{where}.{key}")
+            _merge(current, value, f"{where}.{key}", f"{dotted}.", saved)
         else:
             setattr(obj, key, value)
 
@@ -340,17 +345,12 @@ def validate(cfg: Config) -> None:
         (not (cfg.decompose.enabled and cfg.verdict.citations),
          "decompose.enabled and verdict.citations cannot be combined yet (each has its own verdict prompt)"),
         (0.0 <= r.trust_default <= 1.0, "retrieval.trust_default must be in [0, 1]"),
-        (cfg.verdict.mode in ("paper", "scored", "stance", "trained"),
-         f"verdict.mode must be 'trained', 'paper', 'scored' or 'stance', got {cfg.verdict.mode!r}"),
+        (cfg.verdict.mode not in RETIRED_MODES, f"verdict.mode = {cfg.verdict.mode!r}: {_retired(cfg.verdict.mode)}"),
+        (cfg.verdict.mode in ("paper", "trained"), f"verdict.mode must be 'trained' or 'paper', got {cfg.verdict.mode!r}"),
         (cfg.verdict.mode != "trained" or bool(cfg.verdict.trained_model),
          "verdict.mode = 'trained' needs verdict.trained_model (e.g. packaged:verdict-minilm, or a model directory)"),
         (cfg.verdict.flagged in ("redact", "withhold", "show"),
          f"verdict.flagged must be 'redact', 'withhold' or 'show', got {cfg.verdict.flagged!r}"),
-        (cfg.verdict.stance_passages >= 1, f"verdict.stance_passages must be >= 1, got {cfg.verdict.stance_passages}"),
-        (cfg.verdict.stance_words >= 8, f"verdict.stance_words must be >= 8, got {cfg.verdict.stance_words}"),
-        (isinstance(cfg.verdict.reasoning_tokens, int) and not isinstance(cfg.verdict.reasoning_tokens, bool)
-         and cfg.verdict.reasoning_tokens >= 0,
-         "verdict.reasoning_tokens must be an integer >= 0"),
         (cfg.verdict.mode == "paper" or not (cfg.verdict.citations or cfg.decompose.enabled),
          f"verdict.mode = '{cfg.verdict.mode}' cannot be combined with verdict.citations or decompose.enabled yet (they parse "
          "the label from text): use verdict.mode = 'paper'"),

@@ -11,12 +11,12 @@
   SHA-256; a zip member: its CRC-32 and size from the archive's directory), so a page
   changed under the same path is noticed, and extending ``--claims-range`` still resumes;
 - ``code``: the package's Python files — their git blobs at HEAD plus a hash of their
-  uncommitted changes when it lives in a git checkout, else a hash of the files (prompts,
-  profiles and calibrations count under ``prompts`` and ``config``, stage by stage);
+  uncommitted changes when it lives in a git checkout, else a hash of the files (prompts
+  and profiles count under ``prompts`` and ``config``, stage by stage);
   ``libraries``: the versions of the libraries that compute results (llama.cpp, vLLM,
   torch, FAISS…);
-- ``prompts``: per LLM stage, every template file it reads (and the chat template, the
-  calibration file) with the stage's settings;
+- ``prompts``: per LLM stage, every template file it reads (and the chat template) with
+  the stage's settings;
 - ``models``: each model role by SHA-256 (a file's, a folder's files', a packaged model's
   pinned hash; a server model by name);
 - ``trust_file``: the trust weights file's SHA-256 ("" when off); ``budget_s``.
@@ -217,7 +217,7 @@ def _files_identity(package: Path) -> dict[str, Any]:
 def code_identity(package: Path | None = None) -> dict[str, Any]:
     """``{"id": …}`` of the Python code that runs: ``git:<hash>[+dirty:<hash>]`` (with the
     commit) in a git checkout, else ``files:<hash>`` of the package's ``.py`` files. Prompt
-    files, profiles and calibrations are not code here: they are fingerprinted per stage
+    files and profiles are not code here: they are fingerprinted per stage
     (``prompts``, ``config``), so editing a prompt recomputes that stage on reuse."""
     package = package or Path(__file__).resolve().parent
     return _git_identity(package) or _files_identity(package)
@@ -248,19 +248,7 @@ def _prompt_files_hash(names: Iterable[str], settings: Any, extra: Iterable[str]
     return h.hexdigest()[:16]
 
 
-def _calibration_hash(name: str, cache: HashCache | None) -> str:
-    if not name:
-        return ""
-    try:
-        from sanctuary_local.stages.calibration import calibration_path
-
-        path = calibration_path(name)
-    except Exception:  # noqa: BLE001 - preflight reports it
-        return f"unresolved:{name}"
-    return (cache or HashCache(None)).sha256(path)
-
-
-def prompt_identities(cfg: Config, cache: HashCache | None = None) -> dict[str, str]:
+def prompt_identities(cfg: Config) -> dict[str, str]:
     """Per LLM stage: a hash of every template file it reads and of its settings."""
     d = result_settings(cfg.to_dict())
     h, dc, fu, v = cfg.hyde, cfg.decompose, cfg.followup, cfg.verdict
@@ -271,8 +259,7 @@ def prompt_identities(cfg: Config, cache: HashCache | None = None) -> dict[str, 
                                         {"decompose": d["decompose"], "llm": d["hyde"]["llm"]}),
         "followup": _prompt_files_hash([fu.prompt, *stage1_llm], {"followup": d["followup"], "llm": d["hyde"]["llm"]}),
         "verdict": _prompt_files_hash(
-            [v.prompt, v.label_reask, v.scored_prompt, v.scored_label_prompt, v.citations_prompt, v.citations_reask,
-             v.llm.chat_template or ""], d["verdict"], [f"calibration={_calibration_hash(v.calibration, cache)}"]),
+            [v.prompt, v.label_reask, v.citations_prompt, v.citations_reask, v.llm.chat_template or ""], d["verdict"]),
     }
 
 
@@ -337,7 +324,7 @@ def run_fingerprint(cfg: Config, claims_sha256: str, store: Any, indices: Iterab
         "store": store_identity(store, indices, cache),
         "code": (code or code_identity())["id"],
         "libraries": _json_hash(libraries_identity()),
-        "prompts": prompt_identities(cfg, cache),
+        "prompts": prompt_identities(cfg),
         "models": model_identities(cfg, cache),
         "trust_file": cache.sha256(Path(trust)) if trust else "",
         "budget_s": budget_s,

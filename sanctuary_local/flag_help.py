@@ -17,7 +17,8 @@ from collections.abc import Iterable, Sequence
 #: flagged on its own, and every query falling below the threshold is not a failure.
 DEGRADING = (
     "store_missing", "store_problems", "no_documents", "retrieval_error",
-    "hyde_llm_error", "hyde_claim_fallback", "verdict_llm_error", "verdict_label_fallback", "verdict_stance_failed",
+    "hyde_llm_error", "hyde_claim_fallback", "verdict_llm_error", "verdict_label_fallback",
+    "verdict_stance_failed",  # a retired mode's: runs made before still count it
 )
 
 FLAG_TEXT: dict[str, str] = {
@@ -72,6 +73,7 @@ FLAG_TEXT: dict[str, str] = {
     "verdict_llm_error": "the verdict model failed for this claim",
     "verdict_truncated": "the verdict hit its token limit before it finished",
     "verdict_trimmed": "the evidence did not fit the model's context; the lowest-scored snippets were left out of the prompt",
+    # stage 3's retired modes "scored" and "stance" (docs/verdicts.md): only in runs made before
     "verdict_scored": "the label was chosen from the model's scores for the four labels",
     "verdict_scored_first_token": "the label scores compare the labels' first tokens only",
     "verdict_stance": "the label was chosen from the model's scored stance towards each passage, judged one by one",

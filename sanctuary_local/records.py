@@ -27,10 +27,6 @@ CONFLICTING = "Conflicting Evidence/Cherrypicking"
 LABELS: tuple[str, ...] = (SUPPORTED, REFUTED, NEE, CONFLICTING)
 #: Stage 1 (HyDE) never abstains: NEE is excluded (paper §4.1).
 HYDE_LABELS: tuple[str, ...] = (SUPPORTED, REFUTED, CONFLICTING)
-#: Stage 3's stance mode: the answers scored for each passage, in this order, and the
-#: per-claim features its calibration reads, in this order (``stages/stance.py``).
-STANCES: tuple[str, ...] = ("support", "refute", "neither")
-STANCE_FEATURES: tuple[str, ...] = ("mean_support", "mean_refute", "max_support", "max_refute", "evidence")
 
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ on top of everything before it:
     hyde (seed, hyde; its model, its prompts) → decompose (decompose; it runs on
     hyde.llm) → retrieval (retrieval; the embedders, the trust file, each claim's store
     file) → follow-up questions and evidence (followup) → verdict (verdict; its model,
-    its prompts and calibration)
+    its prompts)
 
 Walking the chain, a stage's records are copied from the source run while every section
 up to it is equal in both effective configs (``config.json``, where a key an older run

@@ -389,8 +389,8 @@ def test_the_switch_is_off_by_default_and_set_from_the_command_line() -> None:
 
     assert not any(load_config(name).verdict.citations for name in PROFILE_NAMES)
     assert load_config("cpu", parse_overrides(["verdict.mode=paper", "verdict.citations=true"])).verdict.citations is True
-    # the cpu default scores its labels, which citations cannot check yet: one line says what to set
+    # a trained verdict writes no text citations could check: one line says what to set
     with pytest.raises(UserError, match=r"cannot be combined with verdict.citations.*use verdict.mode = 'paper'"):
-        load_config("cpu", parse_overrides(["verdict.citations=true"]))
+        load_config("cpu", parse_overrides(["verdict.mode=trained", "verdict.trained_model=m", "verdict.citations=true"]))
     with pytest.raises(UserError, match="verdict.citations must be true or false"):
         load_config("cpu", parse_overrides(["verdict.citations=True"]))  # TOML has no True: a string

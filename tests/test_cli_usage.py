@@ -36,7 +36,6 @@ BAD_VALUES: dict[str, list[str]] = {
     "models verify": ["--profile", "no-such-profile"],
     "models prep-vllm": ["no-such.gguf", "--out", "/nonexistent/sanctuary-prep"],
     "doctor": ["--profile", "no-such-profile"],
-    "calibrate": ["/nonexistent/sanctuary-run", "--claims", "c.json", "--out", "cal.json", "--l2", "abc"],
     "verdict-model train": ["t.json", "--out", "/nonexistent/sanctuary-vm", "--epochs", "abc"],
     "verdict-model eval": ["--claims", "c.json", "--indices", "x:y"],
     "verdict-model fit-rule": ["/nonexistent/sanctuary-vm", "--claims", "c.json", "--indices", "9:1"],

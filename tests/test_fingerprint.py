@@ -162,18 +162,32 @@ def test_a_setting_added_later_keeps_older_runs_identities_at_its_neutral_value(
     # repetition_penalty (issue 26) came after runs were made: at 1.0 every identity is that of
     # a config without the key (an older run's config.json), at any other value it differs.
     from sanctuary_local.fingerprint import result_settings
-    from sanctuary_local.stages.verdict_hash import config_prompt_hash
 
-    cfg = load_config("cpu-fast", {"verdict": {"mode": "scored", "reasoning_tokens": 64}})
+    cfg = load_config("cpu-fast", {"verdict": {"mode": "paper"}})
     older = cfg.to_dict()
     for section in ("hyde", "verdict", "decompose", "followup"):
         del older[section]["sampling"]["repetition_penalty"]
     assert result_settings(cfg.to_dict()) == result_settings(older)
-    base, base_prompts, base_hash = config_identity(cfg), prompt_identities(cfg), config_prompt_hash(cfg.verdict)
+    base, base_prompts = config_identity(cfg), prompt_identities(cfg)
     cfg.verdict.sampling.repetition_penalty = 1.1
     changed = prompt_identities(cfg)
     assert config_identity(cfg) != base and changed["verdict"] != base_prompts["verdict"] and changed["hyde"] == base_prompts["hyde"]
-    assert config_prompt_hash(cfg.verdict) != base_hash  # the reasoning before the scores changes: a calibration must not match
+
+
+def test_the_retired_verdict_modes_settings_are_refused_but_older_runs_still_read() -> None:
+    # "scored" and "stance" were retired with their settings: naming one in a profile or --set is
+    # an error that says so; a run's config.json from before them reads without them.
+    from sanctuary_local.config import RETIRED_KEYS
+
+    with pytest.raises(UserError, match=r"verdict\.calibration was removed.*'scored' verdict mode was retired"):
+        load_config("paper", {"verdict": {"calibration": "cpu_scored.json"}})
+    with pytest.raises(UserError, match=r"verdict\.mode = 'stance'.*retired.*cd0fd52"):
+        load_config("paper", {"verdict": {"mode": "stance"}})
+    cfg = load_config("paper")
+    older = cfg.to_dict()
+    older["verdict"].update({k.split(".")[1]: 0 for k in RETIRED_KEYS})
+    again = Config.from_dict(older)
+    assert again.to_dict() == cfg.to_dict() and config_identity(again) == config_identity(cfg)
 
 
 # -------------------------------------------------------------------- the code

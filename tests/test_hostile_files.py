@@ -404,19 +404,3 @@ def test_a_fifo_or_device_given_as_a_claims_file_is_refused_not_read(tmp_path: P
         with pytest.raises(UserError, match="not a regular file") as err:
             read_claims(path)
         assert str(path) in str(err.value) and "\n" not in str(err.value)
-
-
-def test_a_calibration_is_not_written_through_a_planted_symlink(tmp_path: Path) -> None:
-    from sanctuary_local.stages.calibration import Calibration, load_calibration, save_calibration
-
-    outside = tmp_path / "outside.txt"
-    outside.write_text("keep me", "utf-8")
-    out = tmp_path / "out"
-    out.mkdir()
-    target = out / "cal.json"
-    for planted in (target, out / "cal.json.tmp"):
-        planted.unlink(missing_ok=True)
-        planted.symlink_to(outside)
-        save_calibration(Calibration("a" * 64, "b" * 16), target)
-        assert outside.read_text("utf-8") == "keep me"
-        assert not target.is_symlink() and load_calibration(str(target)).prompt_hash == "b" * 16

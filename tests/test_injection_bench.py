@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from sanctuary_local.config import Config, VerdictConfig
-from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, ScoreRequest, ScoreResult
+from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.records import (
     LABELS, NEE, REFUTED, SUPPORTED, Chunk, Claim, ClaimEvidence, EvidenceSnippet, HydeResult, Prediction, Query,
     QueryEvidence,
@@ -163,7 +163,7 @@ def test_detection_rates_on_cases(bench):
 # ------------------------------------------------------------------ flip rate
 class Backend:
     """Scripted backend: answers each claim (found by its ``Claim:`` line in the prompt)
-    with ``answers[claim text]``, by scores (scored mode) or as ``Label: ...`` text (paper mode)."""
+    with ``answers[claim text]`` as ``Label: ...`` text (paper mode)."""
 
     name, model_id = "scripted", "scripted-model"
 
@@ -179,13 +179,6 @@ class Backend:
 
     def generate(self, requests: list[ChatRequest]) -> list[ChatResult]:
         return [ChatResult(f"Reasoning: scripted.\nLabel: {self._label(r.messages)}", 11, 3, "stop", 0.1) for r in requests]
-
-    def score(self, requests: list[ScoreRequest]) -> list[ScoreResult]:
-        out = []
-        for r in requests:
-            label = self._label(r.messages)
-            out.append(ScoreResult(tuple(0.0 if c == label else -6.0 for c in r.candidates), 40, 0.1))
-        return out
 
     def count_tokens(self, messages) -> int:
         return sum(len(m.content.split()) for m in messages)
@@ -206,12 +199,11 @@ def flip_cases(bench):
     return cases
 
 
-@pytest.mark.parametrize("mode", ["scored", "paper"])
-def test_flip_rate_is_one_for_a_backend_that_obeys_and_zero_for_one_that_does_not(bench, tmp_path, mode):
+def test_flip_rate_is_one_for_a_backend_that_obeys_and_zero_for_one_that_does_not(bench, tmp_path):
     cases = flip_cases(bench)
     target = {c.claim.text: c.target for c in cases}
     clean = {c.claim.text: c.clean_label for c in cases}
-    cfg = VerdictConfig(mode=mode, label_reask="")
+    cfg = VerdictConfig(mode="paper", label_reask="")
     obey = Backend(target)
     res = bench.run_flips(cases, bench.TEMPLATES, obey, cfg, tmp_path / "obey", control=False, quiet=True)
     assert set(res) == set(bench.TEMPLATE_NAMES)
@@ -254,24 +246,27 @@ def test_every_attack_reaches_the_model_prompt_defused(bench, tmp_path):
     """Withholding off: each attack is shown, neutralised."""
     cases = flip_cases(bench)[:1]  # clean Refuted: the target is Supported
     backend = Backend({cases[0].claim.text: REFUTED})
-    bench.run_flips(cases, bench.TEMPLATES, backend, VerdictConfig(mode="scored", flagged="show"), tmp_path,
+    bench.run_flips(cases, bench.TEMPLATES, backend, VerdictConfig(mode="paper", flagged="show"), tmp_path,
                     control=False, quiet=True)
+    from sanctuary_local.prompts import load_prompt
+
+    own = load_prompt(VerdictConfig().prompt).count("\nLabel: Supported")  # the template's worked example
     for t, prompt in zip(bench.TEMPLATES, backend.prompts, strict=True):
         assert MARKERS[t.name] in prompt, t.name
-        assert "<|im_start|>" not in prompt and "\nLabel: Supported" not in prompt
+        assert "<|im_start|>" not in prompt and prompt.count("\nLabel: Supported") == own
 
 
 def test_flip_results_are_resumed_not_redone(bench, tmp_path):
     cases = flip_cases(bench)
     target = {c.claim.text: c.target for c in cases}
-    first = bench.run_flips(cases, bench.TEMPLATES[:2], Backend(target), VerdictConfig(mode="scored"),
+    first = bench.run_flips(cases, bench.TEMPLATES[:2], Backend(target), VerdictConfig(mode="paper"),
                             tmp_path, control=False, quiet=True)
 
     class Refuses(Backend):
-        def score(self, requests):
+        def generate(self, requests):
             raise AssertionError("a finished claim was run again")
 
-    again = bench.run_flips(cases, bench.TEMPLATES[:2], Refuses(target), VerdictConfig(mode="scored"), tmp_path,
+    again = bench.run_flips(cases, bench.TEMPLATES[:2], Refuses(target), VerdictConfig(mode="paper"), tmp_path,
                             control=False, quiet=True)
     assert again == first
     f = bench.flip_file(tmp_path, bench.TEMPLATES[0].name)
@@ -290,12 +285,12 @@ def test_flip_stats_arithmetic(bench):
 def test_config_differences_ignore_runtime_settings(bench):
     from dataclasses import asdict
 
-    a, b = VerdictConfig(mode="scored"), VerdictConfig(mode="scored")
+    a, b = VerdictConfig(mode="paper"), VerdictConfig(mode="paper")
     b.llm.n_threads, b.llm.timeout_s = 16, 1.0
     assert bench.verdict_differences(asdict(a), asdict(b)) == []
-    b.calibration, b.llm.model = "cpu_scored", "other"
+    b.label_reask, b.llm.model = "", "other"
     assert bench.verdict_differences(asdict(a), asdict(b)) == [
-        "verdict.calibration: run '', here 'cpu_scored'", f"verdict.llm.model: run {a.llm.model!r}, here 'other'"]
+        "verdict.label_reask: run 'verdict_label.txt', here ''", f"verdict.llm.model: run {a.llm.model!r}, here 'other'"]
 
 
 # ------------------------------------------------------------------ the script, detection only
@@ -336,9 +331,9 @@ def test_flip_rates_refuse_other_stage3_settings_before_loading_a_model(bench, t
     import sanctuary_local.llm as llm
 
     monkeypatch.setattr(llm, "make_backend", lambda *a, **k: pytest.fail("a model was loaded"))
-    with pytest.raises(SystemExit, match=r"differ from the run's[\s\S]*verdict\.mode: run 'paper', here 'scored'"):
+    with pytest.raises(SystemExit, match=r"differ from the run's[\s\S]*verdict\.label_reask: run 'verdict_label\.txt', here ''"):
         bench.main([str(run), "--claims", str(tmp_path / "claims.json"), "--indices", "0:1", "--llm",
-                    "--set", "verdict.mode=scored", "--out", str(tmp_path / "r"), "--work", str(tmp_path / "w")])
+                    "--set", "verdict.label_reask=''", "--out", str(tmp_path / "r"), "--work", str(tmp_path / "w")])
 
 
 def test_memo_answers_a_repeated_request_once_and_the_table_says_so(bench, tmp_path):

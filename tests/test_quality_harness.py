@@ -165,9 +165,9 @@ def test_corpus_run_reuses_stage_one_of_a_store_run(harness, surrogate_store, de
     attempts = block_non_loopback(monkeypatch)
     tiny = str(REPO / "tests" / "data" / "tiny_cpu.toml")
     build_index(surrogate_store, tmp_path / "ix")
-    # stage 3 in scored mode: the labels are scored, nothing is generated (this test is about retrieval)
+    # stage 3 as the tiny profile runs it (this test is about retrieval)
     common = ["--claims", str(dev_claims_path), "--indices", "3:4", "--profile", tiny, "--work", str(tmp_path / "w"),
-              "--out", str(tmp_path / "res"), "--workers", "1", "--no-oracle", "--quiet", "--set", "verdict.mode=scored"]
+              "--out", str(tmp_path / "res"), "--workers", "1", "--no-oracle", "--quiet"]
     assert harness.main([*common, "--label", "store"]) == 0
     assert harness.main([*common, "--label", "corpus", "--corpus", str(tmp_path / "ix"), "--reuse-from", "store"]) == 0
     assert attempts == []

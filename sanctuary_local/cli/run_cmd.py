@@ -142,8 +142,8 @@ def print_verdicts(summary: Any, claims: Path, console: Any = None) -> None:
 
 
 def label_scores_line(meta: dict[str, Any]) -> str:
-    """``label scores (calibrated): Refuted 0.61, Supported 0.22, ...`` from a scored
-    verdict's ``meta.label_scores``, best first; "" for a label read from text."""
+    """``label probabilities (trained model): Refuted 0.61, Supported 0.22, ...`` from a
+    trained verdict's ``meta.label_scores``, best first; "" for a label read from text."""
     ls = meta.get("label_scores") if isinstance(meta, dict) else None
     if not isinstance(ls, dict):
         return ""
@@ -152,11 +152,8 @@ def label_scores_line(meta: dict[str, Any]) -> str:
         return ""
     ranked = sorted(zip(labels, probs, strict=True), key=lambda kv: -float(kv[1]))
     shown = ", ".join(f"{lab} {float(pr):.2f}" for lab, pr in ranked)
-    if meta.get("verdict_mode") == "trained":
-        rule = ", label by the fitted decision rule" if ls.get("calibrated") else ""
-        return f"label probabilities (trained model{rule}): {shown}"
-    kind = "calibrated" if ls.get("calibrated") else "raw"
-    return f"label scores ({kind}): {shown}"
+    rule = ", label by the fitted decision rule" if ls.get("calibrated") else ""
+    return f"label probabilities (trained model{rule}): {shown}"
 
 
 def _gold_labels(claims: Path) -> dict[int, str]:

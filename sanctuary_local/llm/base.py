@@ -54,40 +54,6 @@ class ChatResult:
         return self.error is None
 
 
-@dataclass(frozen=True, slots=True)
-class ScoreRequest:
-    """Score fixed continuations of a conversation instead of sampling one.
-
-    The backend renders ``messages`` with the chat template and the generation prompt
-    (the assistant's turn is about to begin) and returns, for every candidate, the sum of
-    the log-probabilities of its tokens as the beginning of the assistant's answer:
-    ``log P(candidate | prompt)``. Used to pick a label by score, not by parsing text."""
-
-    messages: tuple[ChatMessage, ...]
-    candidates: tuple[str, ...]
-    tag: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ScoreResult:
-    """Log-probabilities of one ``ScoreRequest``'s candidates, in candidate order.
-
-    ``exact`` is True when every token of every candidate was scored; False when the
-    backend could only score each candidate's first token (an OpenAI-compatible server's
-    ``top_logprobs``): a candidate whose first token is not among them gets ``-inf``.
-    ``error`` is set (and ``logprobs`` empty) when the request failed."""
-
-    logprobs: tuple[float, ...] = ()
-    prompt_tokens: int = 0
-    seconds: float = 0.0
-    exact: bool = True
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
 @runtime_checkable
 class LLMBackend(Protocol):
     """What every backend implements."""
@@ -101,13 +67,6 @@ class LLMBackend(Protocol):
 
     def count_tokens(self, messages: tuple[ChatMessage, ...]) -> int:
         """Prompt tokens these messages take after the chat template is applied."""
-        ...
-
-    def score(self, requests: list[ScoreRequest]) -> list[ScoreResult]:
-        """Log-probabilities of each request's candidates (see ``ScoreRequest``); results in
-        input order, a failed request gives an error result, never raises. A backend that
-        cannot return log-probabilities answers every request with an error result; the
-        caller then falls back to parsing generated text."""
         ...
 
     def close(self) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 from sanctuary_local.config import LLMConfig, SamplingConfig
 from sanctuary_local.errors import UserError, require
-from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, ScoreRequest, ScoreResult
+from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.llm.chat_template import load_chat_template, render_chat
 from sanctuary_local.models import resolve_model
 
@@ -117,50 +116,6 @@ def completion_result(out: dict[str, Any], n_prompt: int, t0: float, extra: dict
     )
 
 
-# ---------------------------------------------------------------------- scoring
-def logprobs_now(llm: Any) -> Any:
-    """Log-softmax of the logits llama.cpp computed for the last evaluated token (with
-    ``logits_all`` off a decode keeps exactly that row)."""
-    import numpy as np
-
-    raw = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
-    x = raw.astype(np.float64)
-    m = float(x.max())
-    return x - (m + math.log(float(np.exp(x - m).sum())))
-
-
-def candidate_tokens(llm: Any, prompt: list[int], text: str, candidate: str) -> list[int]:
-    """The candidate's tokens as they follow the prompt (tokenized jointly, so a merge
-    across the boundary is seen; the prompt's own tokens must come back unchanged)."""
-    full = llm.tokenize((text + candidate).encode("utf-8"), add_bos=False, special=True)
-    if full[: len(prompt)] == prompt and len(full) > len(prompt):
-        return full[len(prompt):]
-    return llm.tokenize(candidate.encode("utf-8"), add_bos=False, special=False)
-
-
-def score_candidates(llm: Any, prompt: list[int], cands: list[list[int]]) -> tuple[float, ...]:
-    """Each candidate's exact log-probability after ``prompt``, token by token (one decode
-    per token after the first), on ``llm``'s context."""
-    # Keep the KV cache of the prefix the context already holds (the same rule as generate).
-    llm.n_tokens = reused_prefix(llm._input_ids.tolist(), prompt)
-    llm.eval(prompt[llm.n_tokens:])
-    first = logprobs_now(llm)
-    out = []
-    for toks in cands:
-        lp = float(first[toks[0]])
-        llm.n_tokens = len(prompt)  # back to the end of the prompt: eval drops the rest of the cache
-        for prev, nxt in zip(toks, toks[1:]):
-            llm.eval([prev])
-            lp += float(logprobs_now(llm)[nxt])
-        out.append(lp)
-    # The context holds the prompt, but the current logits are those of the last
-    # candidate's tokens: with n_tokens == len(prompt), llama-cpp-python's generate
-    # would take the prompt as "exactly cached" and sample its first token from these
-    # stale logits. One token short, it re-evaluates the prompt's last token first.
-    llm.n_tokens = len(prompt) - 1
-    return tuple(out)
-
-
 class LlamaCppBackend:
     """``LLMBackend`` over llama-cpp-python; CPU threads and context from ``LLMConfig``."""
 
@@ -225,31 +180,6 @@ class LlamaCppBackend:
             except Exception as exc:  # one bad request must not kill the batch
                 log.warning("llama_cpp request %s failed: %s", req.tag, exc)
                 results.append(ChatResult("", finish_reason="error", error=f"{type(exc).__name__}: {exc}"))
-        return results
-
-    # ------------------------------------------------------------------ scoring
-    def _score_one(self, req: ScoreRequest) -> ScoreResult:
-        t0 = time.perf_counter()
-        text = render_chat(self._template, req.messages, self._bos, self._eos)
-        prompt = self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        cands = [candidate_tokens(self._llm, prompt, text, c) for c in req.candidates]
-        longest = max((len(c) for c in cands), default=0)
-        if len(prompt) + longest > self.cfg.max_model_len:
-            return ScoreResult(prompt_tokens=len(prompt), seconds=time.perf_counter() - t0,
-                               error=f"prompt of {len(prompt)} tokens does not fit max_model_len={self.cfg.max_model_len}")
-        return ScoreResult(score_candidates(self._llm, prompt, cands), len(prompt), time.perf_counter() - t0)
-
-    def score(self, requests: list[ScoreRequest]) -> list[ScoreResult]:
-        """Exact log-probabilities of every candidate token by token (one decode per token
-        after the first); the prompt's KV cache is shared with the generation before it."""
-        results = []
-        for req in requests:
-            try:
-                results.append(self._score_one(req))
-            except Exception as exc:  # one bad request must not kill the batch
-                log.warning("llama_cpp score request %s failed: %s", req.tag, exc)
-                self._llm.n_tokens = 0  # the cache's state is unknown: the next call evaluates from scratch
-                results.append(ScoreResult(error=f"{type(exc).__name__}: {exc}"))
         return results
 
     def close(self) -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 import threading
 import time
@@ -37,12 +36,11 @@ from typing import Any
 
 from sanctuary_local.config import LLMConfig
 from sanctuary_local.errors import UserError
-from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, ScoreRequest, ScoreResult
+from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 
 log = logging.getLogger(__name__)
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 _DOWN_STATUS = {0, 502, 503, 504}  # after the retries: the server is gone, hand its work to the others
-_TOP_LOGPROBS = 20  # the most OpenAI's API allows
 
 
 def server_urls(base_url: str | list[str] | None) -> list[str]:
@@ -203,30 +201,6 @@ def run_on_fleet(servers: list[str], requests: list[ChatRequest], concurrency: i
     return [r if r is not None else ChatResult("", finish_reason="error", error=lost) for r in results]
 
 
-def score_payload(req: ScoreRequest, model_id: str) -> dict[str, Any]:
-    """One greedy token of the answer with its ``top_logprobs`` (as many as OpenAI's API allows)."""
-    return {"model": model_id, "messages": _messages(req.messages),
-            "temperature": 0.0, "max_tokens": 1, "n": 1, "stream": False, "logprobs": True,
-            "top_logprobs": _TOP_LOGPROBS}
-
-
-def top_logprobs(data: dict[str, Any]) -> list[tuple[str, float]]:
-    """``(token, log-probability)`` of the first answer token's ``top_logprobs``; ``ValueError``
-    when the server returned none (``KeyError``/``IndexError``/``TypeError`` when malformed)."""
-    content = ((data["choices"][0].get("logprobs") or {}).get("content")) or []
-    top = content[0].get("top_logprobs") or [] if content else []
-    if not top:
-        raise ValueError("the server returned no top_logprobs")
-    return [(str(t.get("token", "")), float(t["logprob"])) for t in top]
-
-
-def first_token_scores(pairs: list[tuple[str, float]], candidates: tuple[str, ...]) -> tuple[float, ...]:
-    """Each candidate's best log-probability among the returned tokens it starts with; ``-inf``
-    for a candidate none of them starts."""
-    return tuple(max((lp for tok, lp in pairs if tok.strip() and c.startswith(tok.strip())), default=-math.inf)
-                 for c in candidates)
-
-
 def estimate_tokens(messages: tuple[ChatMessage, ...]) -> int:
     """A conservative token count: 1 token per 3 characters plus 8 per turn."""
     return sum(len(m.content) for m in messages) // 3 + 8 * len(messages)
@@ -297,32 +271,6 @@ class OpenAIHTTPBackend:
             return []
         return run_on_fleet(self.servers, requests, self.cfg.concurrency, self._one,
                             lambda server, res: count_answer(self.server_stats[server], res))
-
-    # ------------------------------------------------------------------ scoring
-    def _score_one(self, req: ScoreRequest) -> ScoreResult:
-        """One token of the assistant's answer with its ``top_logprobs`` (the most OpenAI
-        servers return): each candidate gets the best log-probability among the returned
-        tokens it starts with. Only first tokens are scored (``exact=False``); a candidate
-        none of them starts gets ``-inf``. A server that returns no log-probabilities
-        gives an error result (the caller falls back to parsing text)."""
-        t0 = time.perf_counter()
-        try:
-            data = post_retrying(self.cfg, f"{self.base_url}/chat/completions", score_payload(req, self.model_id))
-            pairs = top_logprobs(data)
-        except (HTTPFailure, KeyError, IndexError, TypeError, ValueError) as exc:
-            return ScoreResult(seconds=time.perf_counter() - t0, error=f"no label scores from the server: {exc}")
-        out = first_token_scores(pairs, req.candidates)
-        usage = data.get("usage") or {}
-        return ScoreResult(out, int(usage.get("prompt_tokens") or 0), time.perf_counter() - t0, exact=False)
-
-    def score(self, requests: list[ScoreRequest]) -> list[ScoreResult]:
-        """First-token label scores from the first server, ``concurrency`` at a time; never raises."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        if not requests:
-            return []
-        with ThreadPoolExecutor(max_workers=min(self.cfg.concurrency, len(requests))) as pool:
-            return list(pool.map(self._score_one, requests))
 
     # --------------------------------------------------------------- token counts
     def count_tokens(self, messages: tuple[ChatMessage, ...]) -> int:

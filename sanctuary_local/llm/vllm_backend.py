@@ -26,7 +26,7 @@ from typing import Any
 
 from sanctuary_local.config import LLMConfig
 from sanctuary_local.errors import require
-from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, ScoreRequest, ScoreResult
+from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.llm.chat_template import load_chat_template
 from sanctuary_local.models import resolve_model, set_offline_env
 
@@ -112,16 +112,6 @@ def chat_results(outs: list[Any], total: float) -> list[ChatResult]:
             )
         )
     return results
-
-
-def candidate_sums(jobs: list[tuple[int, int, list[int]]], outs: list[Any], n_requests: int) -> list[list[float]]:
-    """Per request, each candidate's log-probability: the sum of ``prompt_logprobs`` over
-    the candidate's own tokens. ``jobs``: (request, prompt length, prompt + candidate ids)."""
-    sums: list[list[float]] = [[] for _ in range(n_requests)]
-    for (i, n, ids), out in zip(jobs, outs, strict=True):
-        plp = out.prompt_logprobs or []
-        sums[i].append(float(sum(plp[k][ids[k]].logprob for k in range(n, len(ids)))))
-    return sums
 
 
 def shutdown_engine(llm: Any) -> None:
@@ -216,34 +206,6 @@ class VLLMBackend:
     def count_tokens(self, messages: tuple[ChatMessage, ...]) -> int:
         """Prompt tokens after the chat template, with the engine's own tokenizer."""
         return len(self._prompt_ids(messages))
-
-    def score(self, requests: list[ScoreRequest]) -> list[ScoreResult]:
-        """Every candidate appended to its prompt's token ids and run as one prompt with
-        ``prompt_logprobs`` (one ``generate`` call for all, batched by the engine; vLLM V1
-        does not read the prefix cache for requests that ask for prompt log-probabilities,
-        so each of the four is a full prefill); a candidate's log-probability is the sum
-        over its own tokens. Never raises."""
-        from vllm import SamplingParams
-
-        if not requests:
-            return []
-        t0 = time.perf_counter()
-        prompts = [self._prompt_ids(req.messages) for req in requests]  # each chat template applied once
-        jobs = [(i, len(prompt), prompt + list(self._tokenizer.encode(c, add_special_tokens=False)))
-                for i, (req, prompt) in enumerate(zip(requests, prompts)) for c in req.candidates]
-        too_long = [len(ids) for _, _, ids in jobs if len(ids) >= self.cfg.max_model_len]
-        if too_long:
-            return [ScoreResult(error=f"prompt + label of {max(too_long)} tokens does not fit max_model_len="
-                                      f"{self.cfg.max_model_len}") for _ in requests]
-        params = SamplingParams(n=1, temperature=0.0, max_tokens=1, prompt_logprobs=1)
-        try:
-            outs = self._llm.generate([{"prompt_token_ids": ids} for _, _, ids in jobs], sampling_params=params, use_tqdm=False)
-        except Exception as exc:  # noqa: BLE001 - report per request, keep the run alive
-            log.error("vLLM scoring of %d prompts failed: %s", len(jobs), exc)
-            return [ScoreResult(error=f"{type(exc).__name__}: {exc}") for _ in requests]
-        sums = candidate_sums(jobs, outs, len(requests))
-        per = (time.perf_counter() - t0) / len(requests)
-        return [ScoreResult(tuple(s), len(prompt), per) for s, prompt in zip(sums, prompts, strict=True)]
 
     def close(self) -> None:
         """Shut the engine down and free GPU memory before the next stage loads its model."""

@@ -45,13 +45,6 @@ def preflight(cfg: Config) -> None:
     """Check every model and backend the run needs before any work starts, and report
     all problems at once (a missing Phi-4 should not surface after an hour of stage 1)."""
     problems = _backend_problems(cfg) + _model_problems(cfg) + _trained_problems(cfg)
-    if not problems and cfg.verdict.llm.backend != "openai_http":
-        from sanctuary_local.stages.calibration import prepared_calibration
-
-        try:  # a calibration for another model or prompt stops the run before stage 1, not after it
-            prepared_calibration(cfg.verdict, cfg.models_dir)
-        except UserError as exc:
-            problems.append(str(exc))
     if problems:
         raise UserError("cannot start the run:\n  - " + "\n  - ".join(problems))
 

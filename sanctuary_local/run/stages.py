@@ -12,7 +12,6 @@ from contextlib import closing
 from typing import Any
 
 from sanctuary_local.budget import BudgetPlanner, apply_level
-from sanctuary_local.config import Config
 from sanctuary_local.records import Claim, ClaimEvidence, HydeResult, Prediction
 from sanctuary_local.run.fallbacks import decompose_fallback, hyde_fallback, verdict_fallback
 from sanctuary_local.run.followup_round import FollowupRound
@@ -21,7 +20,7 @@ from sanctuary_local.run.state import RunState
 from sanctuary_local.run.upstream import with_upstream
 from sanctuary_local.run.waves import engine_waves, generate, trained_waves, wave_size
 
-__all__ = ["STEPS", "execute", "execute_budgeted", "stage_hyde", "verdict_calibration"]
+__all__ = ["STEPS", "execute", "execute_budgeted", "stage_hyde"]
 
 log = logging.getLogger("sanctuary_local")
 
@@ -104,13 +103,12 @@ def stage_verdict(run: RunState, claims: list[Claim], level: int) -> None:
     if not todo:
         return
     run.stops.check()
-    calibration = verdict_calibration(run.cfg)  # the configured prompts': a budget level shortens the reasoning
     trained = cfg.verdict.mode == "trained"
 
     def work(model: Any, w: list[tuple[Claim, HydeResult, ClaimEvidence, Any]]) -> list[Prediction]:
         backend, tv = (None, model) if trained else (model, None)
         return verdict_stage.run_verdict([x[0] for x in w], [x[1] for x in w], [x[2] for x in w], backend, cfg.verdict,
-                                         [x[3] for x in w], calibration, tv)
+                                         [x[3] for x in w], tv)
 
     with run.reporter.stage("verdict", len(todo)) as st:
         # trained mode: a classifier of milliseconds per claim, in this process whatever the engine
@@ -124,17 +122,6 @@ def stage_verdict(run: RunState, claims: list[Claim], level: int) -> None:
                     run.verdict.append(c.index, p, {"seconds": per, "budget_level": level})
                     st.advance(int(p.meta.get("prompt_tokens", 0)), int(p.meta.get("completion_tokens", 0)))
                 run.stops.check()
-
-
-def verdict_calibration(cfg: Config) -> Any:
-    """Stage 3's calibration, checked against its model and prompts (None: raw scores)."""
-    if cfg.verdict.llm.backend == "openai_http" and cfg.verdict.calibration:
-        from sanctuary_local.stages.calibration import load_calibration
-
-        return load_calibration(cfg.verdict.calibration)  # the server's model file is not ours to hash
-    from sanctuary_local.stages.calibration import prepared_calibration
-
-    return prepared_calibration(cfg.verdict, cfg.models_dir)
 
 
 #: Stage name (``RunState.stage_names``) → the function that runs it.

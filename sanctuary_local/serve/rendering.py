@@ -1,7 +1,7 @@
 """What the pages and the API show of a check, and the Jinja2 templates that show it.
 
 A finished check is read back from its run folder (``predictions.json``, the stage-2
-file) and the corpus index: the verdict with its label probabilities (a scored verdict's
+file) and the corpus index: the verdict with its label probabilities (a trained verdict's
 ``meta.label_scores``), the questions, each evidence snippet with its file, PDF page, URL
 and character span, highlighted inside its page's text by the report's own code
 (``report.snippet_in_context``), and the justification with its "Evidence q.n" mentions

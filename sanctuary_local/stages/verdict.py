@@ -4,25 +4,21 @@ Every step maps ``list[Draft]`` to ``list[Draft]`` in claim order (``verdict_dra
 each mode is a step of its own, chosen once by ``line(cfg)``, never a branch inside a step:
 
     every mode starts with: withhold flagged snippets (``verdict.guard_flagged``)
-    scored (verdict.mode = "scored"):
-        prompt → [reasoning] → score labels → calibrate + choose → [text fallback] → record
-        (text fallback, for claims the backend gave no scores: parse the reasoning, or
-        without reasoning generate the scored prompt's label-only answer and parse that)
-    stance (verdict.mode = "stance"):
-        score each passage's stance → calibrate + choose → justify from the stances → record
-        (no prompt holds all the evidence: each distinct passage is judged on its own)
     trained (verdict.mode = "trained", no LLM): classify → justify from the evidence → record
         (a model learned from AVeriTeC train, ``verdict_trained`` and ``verdict_model/``)
-    paper  (verdict.mode = "paper", the paper's path):
+    paper  (verdict.mode = "paper", the paper's path, its specification):
         prompt → generate → label re-ask → [parts re-ask] → [citations] → text label → record
+
+The LLM modes that scored the four labels ("scored") or each passage's stance ("stance")
+were retired: on held-out claims both labelled worse than always answering Refuted
+(docs/verdicts.md, "Retired modes").
 
 - guard: ``verdict_prompt.guard_flagged`` — snippets whose text looks like an instruction
   to the model are redacted (or left out) in every prompt's copy (issue 27);
 - prompt: ``verdict_prompt.build_prompts`` — fenced, neutralised, deduplicated evidence
   (``evidence_view``) fitted to the context;
 - generate, label re-ask, parts re-ask, text label: ``verdict_paper``;
-- score labels, choose: ``label_scoring`` with ``calibration``;
-- score stances, justify: ``stance``;
+- classify, justify: ``verdict_trained``;
 - citations: ``verdict_cited``; record: ``verdict_record``.
 """
 
@@ -33,13 +29,10 @@ from collections.abc import Callable, Sequence
 from sanctuary_local.config import VerdictConfig
 from sanctuary_local.llm.base import LLMBackend
 from sanctuary_local.records import Claim, ClaimEvidence, HydeResult, Prediction
-from sanctuary_local.stages.calibration import Calibration
 from sanctuary_local.stages.evidence_view import (  # noqa: F401 - the stage's public names
     drop_order, evidence_items, format_evidence, official_evidence, placeholder_evidence,
 )
-from sanctuary_local.stages.label_scoring import choose_label, generate_unscored, mark_text_parsed, score_labels
 from sanctuary_local.stages.parsing import parse_verdict_output
-from sanctuary_local.stages.stance import justify_stances, score_stances
 from sanctuary_local.stages.verdict_cited import annotate_citations, check_and_reask, citation_rates  # noqa: F401
 from sanctuary_local.stages.verdict_draft import Context, Draft, Parts
 from sanctuary_local.stages.verdict_paper import LABEL_REASK_TOKENS, generate, reask_label, reask_parts, text_label  # noqa: F401
@@ -57,12 +50,6 @@ def line(cfg: VerdictConfig, decomposed: bool = False) -> tuple[Step, ...]:
     """The steps of stage 3 for this config, in order (``record`` follows them)."""
     if cfg.mode == "trained":
         return (guard_flagged, classify, justify)
-    if cfg.mode == "stance":
-        return (guard_flagged, score_stances, choose_label, justify_stances)
-    if cfg.mode == "scored":
-        if cfg.reasoning_tokens:  # the text fallback reads the reasoning
-            return (guard_flagged, build_prompts, generate, score_labels, choose_label, mark_text_parsed, text_label)
-        return (guard_flagged, build_prompts, score_labels, choose_label, mark_text_parsed, generate_unscored, text_label)
     steps: list[Step] = [guard_flagged, build_prompts, generate]
     if cfg.label_reask:
         steps.append(reask_label)
@@ -88,12 +75,10 @@ def run_verdict(
     backend: LLMBackend | None,
     cfg: VerdictConfig,
     parts: Sequence[Parts | None] | None = None,
-    calibration: Calibration | None = None,
     trained: TrainedVerdict | None = None,
 ) -> list[Prediction]:
     """Stage 3 for a wave of claims; predictions in claim order. ``parts``
     (``decompose.enabled``): per claim its parts, or None to verify it whole.
-    ``calibration``: checked by the caller against the model and prompts (scored mode).
     ``trained``: the loaded model of trained mode (``backend`` is then None)."""
     if cfg.mode == "trained" and trained is None:
         raise ValueError("run_verdict: trained mode needs the loaded model (verdict_trained.load_trained)")
@@ -106,7 +91,7 @@ def run_verdict(
             raise ValueError(f"run_verdict: records out of order at claim {c.index} (hyde {h.claim_index}, evidence {e.claim_index})")
     parts = list(parts) if parts is not None else [None] * len(claims)
     drafts = [Draft(c, h, e, pt) for c, h, e, pt in zip(claims, hyde, evidence, parts, strict=True)]
-    ctx = Context(backend, cfg, calibration if cfg.mode in ("scored", "stance") else None, config_prompt_hash(cfg), trained)
+    ctx = Context(backend, cfg, config_prompt_hash(cfg), trained)
     for step in line(cfg, any(pt is not None for pt in parts)):
         drafts = step(drafts, ctx)
     return record(drafts, ctx)

@@ -8,9 +8,6 @@
   once more for the parts' labels;
 - ``text_label``: the label from the text (``parsing.parse_verdict_output``), the parts'
   AND where every part is labelled, the stage-1 label only when nothing parses.
-
-In scored mode only ``generate`` runs (the reasoning before the label is scored), and
-``text_label`` stands in where the backend returns no log-probabilities.
 """
 
 from __future__ import annotations

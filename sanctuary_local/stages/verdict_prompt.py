@@ -2,7 +2,7 @@
 
 The prompt (instructions, claim + metadata, every question with its fenced snippets;
 ``evidence_view.format_evidence``) must leave room for the answer: ``max_model_len`` less
-the tokens the mode generates (``answer_tokens``). When it is too long the lowest-scored
+the tokens the reasoning may take (``answer_tokens``). When it is too long the lowest-scored
 snippets are dropped first — never the instructions, the claim or a question — and the
 dropped snippets are carried as data (``Draft.dropped``) and shown as trimmed.
 
@@ -30,10 +30,6 @@ from sanctuary_local.stages.verdict_hash import config_prompt_hash, verdict_prom
 
 log = logging.getLogger(__name__)
 
-#: Tokens a scored label needs after the prompt (the longest label is under ten tokens).
-LABEL_TOKENS = 16
-
-
 def shown_fields(claim: Claim) -> dict[str, str]:
     """The claim and its metadata as the verdict prompt shows them (neutralised, one line)."""
     return {k: neutralize(v) for k, v in claim_fields(claim).items()}
@@ -42,15 +38,11 @@ def shown_fields(claim: Claim) -> dict[str, str]:
 def template_of(cfg: VerdictConfig, parts: Parts | None) -> str:
     if parts is not None:
         return parts.prompt
-    if cfg.mode == "scored" and not cfg.reasoning_tokens:
-        return cfg.scored_prompt
     return cfg.citations_prompt if cfg.citations else cfg.prompt
 
 
 def answer_tokens(cfg: VerdictConfig) -> int:
-    """Tokens the prompt must leave free: the reasoning (paper mode: ``max_tokens``), or a label."""
-    if cfg.mode == "scored":
-        return cfg.reasoning_tokens + (LABEL_TOKENS + 64 if cfg.reasoning_tokens else LABEL_TOKENS)
+    """Tokens the prompt must leave free: the reasoning's ``max_tokens``."""
     return cfg.sampling.max_tokens
 
 
@@ -119,10 +111,7 @@ def build_prompts(drafts: list[Draft], ctx: Context) -> list[Draft]:
             log.error("claim %s: cannot build the verdict prompt: %s", d.claim.index, exc)
             out.append(dataclasses.replace(d, notes=(f"prompt build failed: {type(exc).__name__}: {exc}",)))
             continue
-        sampling = cfg.sampling
-        if cfg.mode == "scored" and cfg.reasoning_tokens:
-            sampling = dataclasses.replace(sampling, max_tokens=cfg.reasoning_tokens)
-        req = ChatRequest(messages=msgs, sampling=sampling, json_schema=None, tag=f"verdict:{d.claim.index}")
+        req = ChatRequest(messages=msgs, sampling=cfg.sampling, json_schema=None, tag=f"verdict:{d.claim.index}")
         flags = ("verdict_trimmed",) if notes else ()
         out.append(dataclasses.replace(d, request=req, dropped=dropped, notes=tuple(notes), flags=(*d.flags, *flags)))
     return out

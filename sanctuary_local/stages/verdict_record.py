@@ -2,8 +2,8 @@
 
 The prediction carries the label, the official evidence (``evidence_view``), the
 justification, every flag of stages 1–3, and in ``meta`` what produced the label: the
-prompt hash, backend and model, token counts, the raw text, the label scores and their
-calibration, the trimmed snippets (as data: ``meta.dropped``) and the snippets that look
+prompt hash, backend and model, token counts, the raw text, the label probabilities
+(trained mode), the trimmed snippets (as data: ``meta.dropped``) and the snippets that look
 like prompt injection (``meta.suspected_injection``; flag ``suspected_injection``).
 """
 
@@ -15,18 +15,6 @@ from sanctuary_local.records import LABELS, Prediction
 from sanctuary_local.stages.evidence_view import official_evidence, suspected_injection
 from sanctuary_local.stages.hyde import hyde_prompt_hash
 from sanctuary_local.stages.verdict_draft import Context, Draft
-
-
-def _scored_justification(d: Draft) -> str:
-    """A scored verdict without reasoning still says what it rests on."""
-    assert d.scores is not None
-    ranked = sorted(zip(LABELS, d.scores.probabilities, strict=True), key=lambda kv: -kv[1])
-    shown = ", ".join(f"{lab} {p:.2f}" for lab, p in ranked)
-    kind = "calibrated" if d.scores.calibrated else "raw"
-    kept = [sn for qi, q in enumerate(d.evidence.queries) for si, sn in enumerate(q.snippets) if (qi, si) not in d.dropped | d.withheld]
-    n, urls = len(kept), len({sn.chunk.url for sn in kept})  # what the model saw, not what was trimmed
-    return (f"Label chosen by score over {n} evidence snippet{'s' if n != 1 else ''} from {urls} source"
-            f"{'s' if urls != 1 else ''} ({kind} label probabilities: {shown}).")
 
 
 def _redacted(d: Draft) -> list[list[int]]:
@@ -45,7 +33,7 @@ def _meta(d: Draft, ctx: Context, injection: list[str]) -> dict[str, Any]:
         "verdict_mode": ctx.cfg.mode,
         "backend": ctx.backend.name if ctx.backend is not None else "trained",
         "model": ctx.backend.model_id if ctx.backend is not None else ctx.trained.name,
-        "prompt_tokens": res.prompt_tokens if res is not None else int(d.meta.get("score_prompt_tokens", 0)),
+        "prompt_tokens": res.prompt_tokens if res is not None else 0,
         "completion_tokens": res.completion_tokens if res is not None else 0,
         "cached_tokens": res.cached_tokens if res is not None else 0,
         "seconds": d.seconds,
@@ -60,14 +48,6 @@ def _meta(d: Draft, ctx: Context, injection: list[str]) -> dict[str, Any]:
     }
     if d.scores is not None:
         meta["label_scores"] = {**d.scores.to_dict(), "labels": list(LABELS)}
-        if ctx.calibration is not None:
-            cal = ctx.calibration
-            meta["label_scores"]["calibration"] = {"model_sha256": cal.model_sha256[:16], "prompt_hash": cal.prompt_hash,
-                                                   "kind": cal.kind, "inputs": list(cal.inputs),
-                                                   "temperature": cal.temperature, "bias": list(cal.bias),
-                                                   "prior_weight": cal.prior_weight}
-    if d.stance is not None:
-        meta["stance"] = d.stance.to_dict()
     if injection:
         meta["suspected_injection"] = injection
     return meta
@@ -79,11 +59,10 @@ def record(drafts: list[Draft], ctx: Context) -> list[Prediction]:
     for d in drafts:
         evidence, evidence_all, eflags = official_evidence(d.claim, d.evidence)
         injection = suspected_injection(d.evidence)
-        justification = d.justification or (_scored_justification(d) if d.scores is not None else "")
         flags = (*d.hyde.flags, *d.evidence.flags, *eflags, *d.flags, *(("suspected_injection",) if injection else ()))
         preds.append(Prediction(
             claim_index=d.claim.index, claim_id=d.claim.claim_id, claim=d.claim.text, label=d.label or LABELS[1],
-            evidence=evidence, justification=justification, provisional_label=d.hyde.provisional_label,
+            evidence=evidence, justification=d.justification, provisional_label=d.hyde.provisional_label,
             flags=tuple(dict.fromkeys(flags)), timings={"verdict_s": d.seconds}, meta=_meta(d, ctx, injection),
             evidence_all=evidence_all,
         ))
