@@ -37,6 +37,7 @@ def _torch() -> Any:
         raise MissingDependency(f"the encoder verdict model needs torch and transformers ({exc}); "
                                 "pip install -e '.[cpu]'") from None
     transformers.logging.set_verbosity_error()  # its load report lists the new head as "missing": expected here
+    transformers.utils.logging.disable_progress_bar()  # no per-load bar of weights on the run's console
     return torch
 
 
