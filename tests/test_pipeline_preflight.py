@@ -25,7 +25,7 @@ def test_missing_paper_models_are_all_named_and_nothing_is_written(tmp_path: Pat
 
 def test_cpu_profile_passes_preflight_and_bad_backend_settings_fail() -> None:
     preflight(load_config("cpu"))  # packaged models: nothing missing
-    cfg = load_config("cpu", {"verdict": {"llm": {"backend": "openai_http"}}})
+    cfg = load_config("cpu", {"verdict": {"mode": "paper", "llm": {"backend": "openai_http"}}})
     with pytest.raises(UserError, match="verdict.llm: backend 'openai_http' needs base_url"):
         preflight(cfg)
 

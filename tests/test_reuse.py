@@ -48,10 +48,10 @@ def test_same_config_reuses_every_stage(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("new", "expected"), [
-    ({"verdict": {"citations": True}}, ["hyde", "decompose", "retrieval", "followup_questions", "followup"]),
+    ({"verdict": {"mode": "paper", "citations": True}}, ["hyde", "decompose", "retrieval", "followup_questions", "followup"]),
     ({"followup": {"enabled": True}}, ["hyde", "decompose", "retrieval"]),
     ({"retrieval": {"prefilter": 16}}, ["hyde", "decompose"]),
-    ({"decompose": {"enabled": True}}, ["hyde"]),  # stage 1 does not read the decomposition
+    ({"decompose": {"enabled": True}, "verdict": {"mode": "paper"}}, ["hyde"]),  # stage 1 does not read the decomposition
     ({"hyde": {"sampling": {"max_tokens": 100}}}, []),
     ({"seed": 1}, []),
     ({"retrieval": {"workers": 7}}, ALL),  # how many processes, not what they compute
@@ -123,7 +123,7 @@ def _hyde(i: int, question: str) -> HydeResult:
 
 
 def test_records_are_copied_per_claim_only_on_top_of_the_same_source(tmp_path: Path) -> None:
-    src = _source(tmp_path, overrides={"verdict": {"citations": True}})
+    src = _source(tmp_path, overrides={"verdict": {"mode": "paper", "citations": True}})
     theirs = StageFile(src / STAGE_FILES["hyde"], HydeResult.from_dict)
     for i in (0, 1, 2):
         theirs.append(i, _hyde(i, f"theirs {i}?"), {"seconds": 4.0})
