@@ -490,8 +490,10 @@ def test_zip_archives_are_streamed_not_held(tmp_path: Path) -> None:
     def check(done: int, total: int, path: str) -> None:
         if path == "z-last.txt":  # every archive is done with: none may be alive or open
             gc.collect()
-            seen["zipfiles"] = [o for o in gc.get_objects() if isinstance(o, zipfile.ZipFile) and o.fp is not None]
-            seen["open"] = [t for t in _open_files() if t.endswith(".zip")]
+            # only this test's archives: other tests of the session may hold zips of their own
+            seen["zipfiles"] = [o for o in gc.get_objects() if isinstance(o, zipfile.ZipFile) and o.fp is not None
+                                and str(src) in str(getattr(o, "filename", "") or "")]
+            seen["open"] = [t for t in _open_files() if t.endswith(".zip") and t.startswith(str(src))]
 
     warm = tmp_path / "warm"  # the first build imports modules: not what is measured
     warm.mkdir()
@@ -507,7 +509,9 @@ def test_zip_archives_are_streamed_not_held(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert len(_paths(tmp_path / "ix")) == 5 and len(rep.skipped) == 4  # the noise is binary
     assert seen == {"zipfiles": [], "open": []}
-    assert peak < 9_000_000  # one member at a time (3 MB and its copies), not the 12 MB of archives
+    # one member at a time (3 MB and its copies, ~6-9.5 MB traced in a full session), not the
+    # 12 MB of archives held at once
+    assert peak < 11_500_000
 
 
 # ---------------------------------------------------------------- durability
