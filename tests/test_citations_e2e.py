@@ -30,7 +30,7 @@ EXAMPLES = ROOT / "examples"
 #: cpu-fast with the end-to-end tests' shorter stage-1 generations (tests/data/tiny_cpu.toml's,
 #: so stages 1-2 are the reference run's); stage 3 gets room for a short reasoning, its
 #: citations and the label.
-OVERRIDES = {**TINY_SECTIONS, "verdict": {"citations": True, "sampling": {"max_tokens": 256}}}
+OVERRIDES = {**TINY_SECTIONS, "verdict": {"mode": "paper", "citations": True, "sampling": {"max_tokens": 256}}}
 
 pytestmark = pytest.mark.slow
 

@@ -57,7 +57,7 @@ def run_opts(tmp_path_factory: pytest.TempPathFactory) -> RunOptions:
     overrides = {"hyde": {"max_questions": 5, "sampling": {"max_tokens": 160}},
                  "retrieval": {"trust_file": str(trust)},
                  "decompose": {"enabled": True, "max_components": 3},
-                 "verdict": {"sampling": {"max_tokens": 256}}}
+                 "verdict": {"mode": "paper", "sampling": {"max_tokens": 256}}}
     opts = RunOptions(claims=tmp / "claims.json", store=tmp / "store", out=tmp / "run", claims_range=SELECTED,
                       profile="cpu-fast", workers=1, quiet=True, overrides=overrides)
     summary = run_pipeline(opts)
