@@ -109,6 +109,12 @@ def records(out: Path, n: int = N) -> dict[str, dict[int, dict]]:
     return found
 
 
+# A Ray worker runs torch on its task's 1 CPU (Ray sets OMP_NUM_THREADS), the local engine on
+# all cores: float32 sums split differently and a cosine can move in its 6th decimal (CI,
+# 2026-11-27: 0.688301 against 0.6883). Scores match to this tolerance; all else exactly.
+SCORE_TOL = 1e-5
+
+
 def _differences(a: object, b: object, path: str = "") -> Iterator[str]:
     """The paths where two JSON values differ, with both values (a failing test names them)."""
     if isinstance(a, dict) and isinstance(b, dict):
@@ -117,6 +123,9 @@ def _differences(a: object, b: object, path: str = "") -> Iterator[str]:
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b)):
             yield from _differences(x, y, f"{path}[{i}]")
+    elif path.endswith(".score") and isinstance(a, float) and isinstance(b, float):
+        if abs(a - b) > SCORE_TOL:
+            yield f"{path}: {a!r} != {b!r} (beyond {SCORE_TOL})"
     elif a != b:
         yield f"{path}: {str(a)[:200]!r} != {str(b)[:200]!r}"
 
@@ -135,7 +144,8 @@ def test_same_records_as_local_engine(cluster: None, tmp_path: Path, monkeypatch
     use_fake(monkeypatch, latency_s=0.05)
     local = run(tmp_path / "local", "local", workers=1)
     on_ray = run(tmp_path / "ray", "ray", ray_actors=2)
-    assert records(tmp_path / "ray") == records(tmp_path / "local")
+    a, b = records(tmp_path / "ray"), records(tmp_path / "local")
+    assert not list(_differences(a, b)), list(_differences(a, b))
     assert [p.label for p in on_ray.predictions] == [p.label for p in local.predictions]
     assert [[(e.url, e.start, e.end) for e in p.evidence] for p in on_ray.predictions] == \
         [[(e.url, e.start, e.end) for e in p.evidence] for p in local.predictions]
@@ -155,7 +165,7 @@ def test_real_model_same_records(cluster: None, tmp_path: Path) -> None:
     local = run(tmp_path / "local", "local", workers=1, overrides=cold, claims_range="0:2")
     on_ray = run(tmp_path / "ray", "ray", overrides=cold, claims_range="0:2")
     a, b = records(tmp_path / "ray", 2), records(tmp_path / "local", 2)
-    assert a == b, list(_differences(a, b))
+    assert not list(_differences(a, b)), list(_differences(a, b))
     assert [(p.label, [(e.url, e.start, e.end) for e in p.evidence]) for p in on_ray.predictions] == \
         [(p.label, [(e.url, e.start, e.end) for e in p.evidence]) for p in local.predictions]
 
