@@ -292,3 +292,70 @@ def test_training_command_reproduces_the_shipped_card_fields() -> None:
     assert card["files_sha256"] == directory_sha256(directory)
     assert {"python", "torch", "transformers", "scikit-learn"} <= set(card["libraries"])
     assert card["train_seconds"] > 0 and card["eval"]
+
+
+@pytest.fixture(scope="module")
+def train_evidence(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Evidence retrieved by the real stage 2 (BM25, static chunking, MiniLM, FAISS) from the
+    example store for the training claims it holds (indices 0-3: one claim of each label)."""
+    d = tmp_path_factory.mktemp("ev")
+    claims = _make_claims(d / "train.json")
+    rc = main(["verdict-model", "evidence", str(claims), "--store", str(REPO / "examples" / "store"),
+               "--out", str(d / "evidence.jsonl")])
+    assert rc in (0, None)
+    return claims, d / "evidence.jsonl"
+
+
+def test_evidence_is_stage_two_snippets_that_reconstruct_from_the_store(train_evidence: tuple[Path, Path]) -> None:
+    from sanctuary_local.io.store import KnowledgeStore
+    from sanctuary_local.verdict_model.evidence import read_evidence
+
+    _, path = train_evidence
+    found = read_evidence(path)
+    assert sorted(found) == [0, 1, 2, 3]  # the claims the store holds; the other 20 have no pages
+    store = KnowledgeStore(str(REPO / "examples" / "store"))
+    n = 0
+    for i, ev in found.items():
+        docs = {d.position: d for d in store.load(i).documents}
+        for q in ev.queries:
+            assert q.query.answers == ()  # gold questions alone are the queries
+            for sn in q.snippets:
+                c = sn.chunk
+                assert docs[c.doc_position].text[c.start:c.end] == c.text
+                n += 1
+    assert n > 0
+
+
+def test_evidence_build_resumes_and_drops_a_torn_line(train_evidence: tuple[Path, Path], tmp_path: Path) -> None:
+    claims, path = train_evidence
+    lines = path.read_bytes().splitlines(keepends=True)
+    copy = tmp_path / "evidence.jsonl"
+    copy.write_bytes(b"".join(lines[:2]) + lines[2][:40])  # an interrupted build: a torn third line
+    rc = main(["verdict-model", "evidence", str(claims), "--store", str(REPO / "examples" / "store"),
+               "--out", str(copy)])
+    assert rc in (0, None)
+    from sanctuary_local.verdict_model.evidence import read_evidence
+
+    assert sorted(read_evidence(copy)) == [0, 1, 2, 3]
+    assert b"".join(copy.read_bytes().splitlines(keepends=True)[:2]) == b"".join(lines[:2])  # kept, not redone
+
+
+def test_train_on_retrieved_evidence_records_it_in_the_card(train_evidence: tuple[Path, Path], tmp_path: Path) -> None:
+    claims, path = train_evidence
+    rc = main(["verdict-model", "train", str(claims), "--out", str(tmp_path / "both"), "--evidence", str(path)])
+    assert rc in (0, None)
+    card = json.loads((tmp_path / "both" / "model_card.json").read_text())
+    assert card["train_data"]["claims"] == 24 and card["train_data"]["inputs"] == 28
+    assert card["retrieved_evidence"]["claims"] == 4 and len(card["retrieved_evidence"]["sha256"]) == 64
+    rc = main(["verdict-model", "train", str(claims), "--out", str(tmp_path / "only"), "--evidence", str(path), "--no-gold"])
+    assert rc in (0, None)
+    card = json.loads((tmp_path / "only" / "model_card.json").read_text())
+    assert card["train_data"]["inputs"] == 4 and card["train_data"]["gold_evidence"] is False
+
+
+def test_no_gold_without_evidence_is_one_line(tmp_path: Path) -> None:
+    claims = _make_claims(tmp_path / "train.json", copies=1)
+    proc = subprocess.run([sys.executable, "-m", "sanctuary_local.cli", "verdict-model", "train", str(claims),
+                           "--out", str(tmp_path / "m"), "--no-gold"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and "needs an evidence file" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "m").exists()

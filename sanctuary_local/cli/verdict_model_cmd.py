@@ -1,4 +1,4 @@
-"""``sanctuary-local verdict-model train | eval | fit-rule``: the trained verdict of stage 3."""
+"""``sanctuary-local verdict-model train | eval | fit-rule | evidence``: the trained verdict of stage 3."""
 
 from __future__ import annotations
 
@@ -49,6 +49,10 @@ def train(
                              rich_help_panel="Models and profile"),
     epochs: int = typer.Option(3, "--epochs", min=1, help="Encoder: passes over the claims.", rich_help_panel="Models and profile"),
     seed: int = typer.Option(0, "--seed", help="Seed of initialisation and shuffling.", rich_help_panel="Models and profile"),
+    evidence: Path = typer.Option(None, "--evidence", help="Also train on the evidence retrieved for the claims "
+                                  "(a file of 'verdict-model evidence').", rich_help_panel="Inputs"),
+    gold: bool = typer.Option(True, "--gold/--no-gold", help="Train on the claims' gold evidence (--no-gold: "
+                              "on --evidence alone).", rich_help_panel="Inputs"),
     threads: int = typer.Option(2, "--threads", min=1, help="Torch threads.", rich_help_panel="Performance"),
 
     max_length: int = typer.Option(256, "--max-length", min=32, help="Encoder: tokens read per claim.", rich_help_panel="Advanced"),
@@ -82,7 +86,7 @@ def train(
         def progress(done: int, total: int, loss: float | None) -> None:
             bar.update(task, completed=done, total=total, loss=f"{loss:.3f}" if loss is not None else "-")
 
-        card = do_train(train_json, out, settings, evals, command, progress)
+        card = do_train(train_json, out, settings, evals, command, progress, evidence=evidence, gold=gold)
     console.print(f"wrote {escape(str(out))} ({card['kind']}, {card['train_seconds']} s, "
                   f"{card['train_data']['claims']} claims)", highlight=False)
     for name, result in card.get("eval", {}).items():
@@ -145,6 +149,41 @@ def fit_rule(
     console.print(_metrics_table(f"fit range {a}:{b} (in-sample)", result))
 
 
+def evidence(
+    claims: Path = typer.Argument(..., help="Labelled claims with gold questions (train.json)."),
+    store: Path = typer.Option(..., "--store", help="A knowledge store of those claims (dir of <index>.json or zip).",
+                               rich_help_panel="Inputs"),
+    out: Path = typer.Option(..., "--out", help="Evidence file (JSON lines) to write or extend.",
+                             rich_help_panel="Outputs"),
+    indices: str = typer.Option(None, "--indices", help="Only claims a:b of the file (default: all).",
+                                rich_help_panel="Inputs"),
+    limit: int = typer.Option(None, "--limit", min=1, help="At most this many claims, a seeded random sample.",
+                              rich_help_panel="Inputs"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the sample's order.", rich_help_panel="Inputs"),
+    profile: str = typer.Option("cpu", "--profile", help="Whose stage-2 settings to retrieve with.",
+                                rich_help_panel="Models and profile"),
+    workers: int = typer.Option(1, "--workers", min=1, help="Retrieval processes.", rich_help_panel="Performance"),
+) -> None:
+    """Retrieve stage-2 evidence for training claims, to train on what stage 3 reads.
+
+    The claims' gold questions are the queries; rerun the same command to resume."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from sanctuary_local.verdict_model.evidence import build
+    from sanctuary_local.verdict_model.train import read_training_claims
+
+    all_claims, _ = read_training_claims(claims)
+    if indices:
+        a, b = _range(indices)
+        all_claims = [c for c in all_claims if a <= c.index < b]
+    with Progress(TextColumn("retrieving"), BarColumn(), TextColumn("{task.completed}/{task.total} claims"),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=console) as bar:
+        task = bar.add_task("evidence", total=None)
+        n = build(all_claims, store, out, profile=profile, limit=limit, seed=seed, workers=workers,
+                  progress=lambda done, total: bar.update(task, completed=done, total=total))
+    console.print(f"{escape(str(out))}: evidence for {n} claims", highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``verdict-model`` command group to the root app."""
     group = typer.Typer(help="The trained verdict of stage 3: train, evaluate, fit its decision rule.",
@@ -152,4 +191,5 @@ def register(app: typer.Typer) -> None:
     group.command("train")(train)
     group.command("eval")(evaluate)
     group.command("fit-rule")(fit_rule)
+    group.command("evidence")(evidence)
     app.add_typer(group, name="verdict-model")

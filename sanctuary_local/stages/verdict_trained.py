@@ -23,7 +23,7 @@ import numpy as np
 from sanctuary_local.records import LABELS
 from sanctuary_local.stages.verdict_draft import Context, Draft, LabelScores
 from sanctuary_local.verdict_model.decision import decide
-from sanctuary_local.verdict_model.inputs import QAPair, VerdictInput, without
+from sanctuary_local.verdict_model.inputs import VerdictInput, from_queries, without
 
 #: Pairs the model reads (the official scorer also reads 10 evidence items).
 MAX_PAIRS = 10
@@ -52,16 +52,9 @@ def load_trained(name: str, use_rule: bool = True, threads: int = 2) -> TrainedV
 
 
 def _input(d: Draft) -> VerdictInput:
-    """What the model reads: every question's best snippet first (round-robin by rank, as
-    the official evidence is ranked), withheld snippets left out, redacted copies as shown."""
-    view, pairs = d.view, []
-    depth = max((len(q.snippets) for q in view.queries), default=0)
-    for rank in range(depth):
-        for qi, qe in enumerate(view.queries):
-            if rank < len(qe.snippets) and (qi, rank) not in d.withheld:
-                sn = qe.snippets[rank]
-                pairs.append(QAPair(qe.query.question, sn.chunk.text, sn.chunk.url))
-    return VerdictInput(d.claim.text, tuple(pairs[:MAX_PAIRS]))
+    """What the model reads: the evidence the verdict may see (withheld snippets left out,
+    redacted copies as shown), every question's best snippet first."""
+    return from_queries(d.claim.text, d.view.queries, d.withheld, MAX_PAIRS)
 
 
 def classify(drafts: list[Draft], ctx: Context) -> list[Draft]:

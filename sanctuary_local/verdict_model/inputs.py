@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sanctuary_local.records import Claim, EvidenceItem
+from sanctuary_local.records import Claim, EvidenceItem, QueryEvidence
 
 #: The text of a gold answer the annotators could not find.
 UNANSWERABLE = "No answer could be found."
@@ -64,6 +64,22 @@ def from_gold(claim: Claim) -> VerdictInput:
 def from_items(claim: Claim, items: Sequence[EvidenceItem]) -> VerdictInput:
     """A claim with the pipeline's evidence items (question, snippet text, URL)."""
     return VerdictInput(claim.text, tuple(QAPair(i.question, i.answer, i.url) for i in items), claim.gold_label)
+
+
+def from_queries(claim: str, queries: Sequence[QueryEvidence], withheld: frozenset[tuple[int, int]] = frozenset(),
+                 max_pairs: int = 10, label: str | None = None) -> VerdictInput:
+    """A claim with stage 2's snippets as answers: every question's best snippet first
+    (round-robin by rank, as the official evidence is ranked), ``(query, rank)`` pairs in
+    ``withheld`` left out, at most ``max_pairs``. Stage 3 reads a run's evidence this way,
+    and ``verdict_model.evidence`` the evidence retrieved for training claims."""
+    pairs = []
+    depth = max((len(q.snippets) for q in queries), default=0)
+    for rank in range(depth):
+        for qi, qe in enumerate(queries):
+            if rank < len(qe.snippets) and (qi, rank) not in withheld:
+                sn = qe.snippets[rank]
+                pairs.append(QAPair(qe.query.question, sn.chunk.text, sn.chunk.url))
+    return VerdictInput(claim, tuple(pairs[:max_pairs]), label)
 
 
 def _cut(text: str, words: int) -> str:

@@ -90,6 +90,22 @@ def training_inputs(path: Path) -> tuple[list, list[dict[str, Any]]]:
     return xs, skipped
 
 
+def evidence_inputs(claims_path: Path, evidence: Path) -> tuple[list, dict[str, Any]]:
+    """The training claims that have retrieved evidence (``verdict_model.evidence``), as
+    stage 3 reads them, and what the model card records of the evidence file."""
+    from sanctuary_local.verdict_model.evidence import inputs_from_evidence, read_evidence
+
+    if not evidence.is_file():
+        raise UserError(f"{evidence}: no such evidence file (build it with 'verdict-model evidence')")
+    claims, _ = read_training_claims(claims_path)
+    found = read_evidence(evidence)
+    xs = inputs_from_evidence(claims, found)
+    if not xs:
+        raise UserError(f"{evidence}: no claim of {claims_path} has retrieved evidence there")
+    return xs, {"path": str(evidence), "sha256": file_sha256(evidence), "claims": len(xs),
+                "labels": dict(Counter(x.label for x in xs).most_common())}
+
+
 def _fit(xs: list, s: TrainSettings, tmp: Path, progress: Progress | None) -> tuple[dict, dict]:
     if s.base == "tfidf":
         from sanctuary_local.verdict_model.tfidf import train_tfidf
@@ -104,9 +120,20 @@ def _fit(xs: list, s: TrainSettings, tmp: Path, progress: Progress | None) -> tu
 
 
 def train(train_path: Path, out: Path, settings: TrainSettings, evals: Sequence[EvalRange] = (),
-          command: str = "", progress: Progress | None = None) -> dict[str, Any]:
-    """Train, score the eval ranges with the written model, publish ``out``; returns the card."""
+          command: str = "", progress: Progress | None = None, evidence: Path | None = None,
+          gold: bool = True) -> dict[str, Any]:
+    """Train, score the eval ranges with the written model, publish ``out``; returns the card.
+
+    The training inputs are each claim's gold evidence (``gold``) and, with ``evidence``, the
+    evidence retrieved for the claims there (``verdict-model evidence``): both, or either."""
     xs, skipped = training_inputs(train_path)
+    n_claims, gold_labels = len(xs), dict(Counter(x.label for x in xs).most_common())
+    retrieved: dict[str, Any] | None = None
+    if evidence is not None:
+        rxs, retrieved = evidence_inputs(train_path, evidence)
+        xs = [*xs, *rxs] if gold else rxs
+    elif not gold:
+        raise UserError("training without the gold evidence needs an evidence file (--evidence)")
     eval_sets = []
     for e in evals:  # read before training: a bad eval file fails fast, not after an hour
         claims = read_claims(e.path)
@@ -122,9 +149,10 @@ def train(train_path: Path, out: Path, settings: TrainSettings, evals: Sequence[
         card: dict[str, Any] = {
             "kind": "tfidf" if settings.base == "tfidf" else "encoder",
             "labels": list(LABELS), "settings": asdict(settings), "base_model": base, "training": info,
-            "train_data": {"path": str(train_path), "sha256": file_sha256(train_path), "claims": len(xs),
-                           "labels": dict(Counter(x.label for x in xs).most_common()),
-                           "skipped": skipped},
+            "train_data": {"path": str(train_path), "sha256": file_sha256(train_path), "claims": n_claims,
+                           "labels": gold_labels, "inputs": len(xs),
+                           "skipped": skipped, "gold_evidence": gold},
+            "retrieved_evidence": retrieved,
             "command": command, "libraries": _versions(), "train_seconds": round(wall, 1),
             "files_sha256": directory_sha256(tmp),
         }

@@ -1,0 +1,121 @@
+"""Retrieved evidence for training claims: what stage 3 reads at run time, built for train.
+
+A model trained only on gold answers (a sentence each) reads a run's evidence (chunks of
+crawled pages, with text around the answer) as a different language: the MiniLM
+cross-encoder called 23 of 50 held-out claims Conflicting that way. So the training claims
+also get the pipeline's kind of evidence:
+
+- the queries: each claim's gold questions (without their answers: stage 1's questions come
+  with hypothetical answers that may be wrong, the gold ones never are);
+- stage 2 as a run does it (``stages.evidence.run_retrieval``, the profile's settings) over a
+  knowledge store of the training claims, e.g. the surrogate store that
+  ``../shared/tools/make_surrogate_store.py --claims train.json`` builds;
+- the pairs as stage 3 reads them (``inputs.from_queries``).
+
+``build`` appends one line per claim to a JSON-lines file (``{"claim_index", "evidence"}``,
+the stage-2 record), flushed as it goes: an interrupted build resumes where it stopped,
+and a half-written last line is dropped on reading.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import orjson
+
+from sanctuary_local.errors import UserError
+from sanctuary_local.records import Claim, ClaimEvidence, HydeResult, Query
+from sanctuary_local.verdict_model.inputs import VerdictInput, from_queries
+
+
+def gold_question_queries(claim: Claim) -> tuple[Query, ...]:
+    """The claim's gold questions as stage-2 queries (no answers)."""
+    return tuple(Query(claim.index, n, q.question) for n, q in enumerate(claim.gold_questions) if q.question.strip())
+
+
+def sample_order(claims: Sequence[Claim], limit: int | None, seed: int) -> list[Claim]:
+    """The claims with gold questions, in a seeded random order, at most ``limit``: a build
+    cut short is still a fair sample of the labels."""
+    usable = [c for c in claims if gold_question_queries(c)]
+    random.Random(seed).shuffle(usable)
+    return usable[:limit] if limit else usable
+
+
+def read_evidence(path: Path) -> dict[int, ClaimEvidence]:
+    """``{claim index: its retrieved evidence}`` of an evidence file; a torn last line
+    (an interrupted build) is dropped, a bad line elsewhere is an error naming it."""
+    out: dict[int, ClaimEvidence] = {}
+    if not path.exists():
+        return out
+    lines = path.read_bytes().split(b"\n")
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = orjson.loads(line)
+            out[int(row["claim_index"])] = ClaimEvidence.from_dict(row["evidence"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            if n >= len(lines) - 1:  # the last line, torn by an interrupted build
+                continue
+            raise UserError(f"{path}:{n}: not an evidence line ({type(e).__name__}: {e})") from None
+    return out
+
+
+def inputs_from_evidence(claims: Sequence[Claim], evidence: dict[int, ClaimEvidence],
+                         max_pairs: int = 10) -> list[VerdictInput]:
+    """The labelled claims that have retrieved evidence with at least one snippet, as the
+    model reads them at run time."""
+    out = []
+    for c in claims:
+        ev = evidence.get(c.index)
+        if ev is not None and c.gold_label and any(q.snippets for q in ev.queries):
+            out.append(from_queries(c.text, ev.queries, max_pairs=max_pairs, label=c.gold_label))
+    return out
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut an interrupted build's half-written last line, so the next line starts clean."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as fh:
+            fh.truncate(data.rfind(b"\n") + 1)
+
+
+def build(claims: Sequence[Claim], store: Path, out: Path, *, profile: str = "cpu", limit: int | None = None,
+          seed: int = 0, workers: int = 1, progress: Callable[[int, int], None] | None = None) -> int:
+    """Retrieve evidence for (a seeded sample of) ``claims`` from ``store`` into ``out``,
+    skipping the claims already there; returns the number of claims in ``out``."""
+    from sanctuary_local.config import load_config
+    from sanctuary_local.io.store import KnowledgeStore
+    from sanctuary_local.stages.evidence import run_retrieval
+
+    if not store.is_dir() and not store.is_file():
+        raise UserError(f"{store}: no such knowledge store")
+    cfg = load_config(profile).retrieval
+    cfg.index_cache = ""  # the training store is read once; no BM25 cache beside it
+    done = read_evidence(out)
+    todo = [c for c in sample_order(claims, limit, seed) if c.index not in done]
+    available = KnowledgeStore(str(store))
+    todo = [c for c in todo if available.has(c.index)]
+    total = len(done) + len(todo)
+    if progress:
+        progress(len(done), total)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _drop_torn_tail(out)
+    with open(out, "ab") as fh:
+        def write(ev: ClaimEvidence) -> None:
+            fh.write(orjson.dumps({"claim_index": ev.claim_index, "evidence": ev.to_dict()}) + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+            done[ev.claim_index] = ev
+            if progress:
+                progress(len(done), total)
+
+        hyde = [HydeResult(c.index, None, gold_question_queries(c)) for c in todo]
+        run_retrieval(str(store), hyde, cfg, workers=workers, on_result=write)
+    return len(done)
