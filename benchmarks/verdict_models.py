@@ -108,7 +108,29 @@ def _stack(fit: PipelineRun, fit_probs: np.ndarray, test: PipelineRun, test_prob
     return list(lr.predict(_stage1_features(test_probs, test.hyde)))
 
 
-def candidate_rows(name: str, model_dir: Path, pipe: PipelineRun | None, fit: PipelineRun | None) -> list[dict[str, Any]]:
+def retrieved_dev(path: Path) -> list[Any]:
+    """Dev claims 100-249 with the evidence ``verdict-model evidence`` retrieved for them (their
+    gold questions as queries, the surrogate store): the selection set closest to a run."""
+    from sanctuary_local.verdict_model.evidence import inputs_from_evidence, read_evidence
+
+    xs = inputs_from_evidence(read_claims(DEV)[100:250], read_evidence(path))
+    if not xs:
+        raise SystemExit(f"{path}: no evidence for dev claims 100-249")
+    return xs
+
+
+def _selection(row: dict[str, Any], ret: list[Any], ret_labels: list[str], pipe: PipelineRun | None,
+               pipe_labels: list[str]) -> None:
+    """The retrieved-dev column, and the pooled selection figure (retrieved dev 100-249 and
+    pipeline dev 0-49 together) that picks the default."""
+    gold = [x.label or "" for x in ret]
+    row["retrieved_100-249"] = _m(gold, ret_labels)
+    if pipe is not None:
+        row["selection"] = _m(gold + pipe.gold, ret_labels + pipe_labels)
+
+
+def candidate_rows(name: str, model_dir: Path, pipe: PipelineRun | None, fit: PipelineRun | None,
+                   ret: list[Any] | None = None) -> list[dict[str, Any]]:
     card = read_card(model_dir)
     model = load_model(str(model_dir))
     size = sum(f.stat().st_size for f in model_dir.rglob("*") if f.is_file())
@@ -118,12 +140,18 @@ def candidate_rows(name: str, model_dir: Path, pipe: PipelineRun | None, fit: Pi
         xs = labelled(read_claims(DEV)[a:b], f"dev {a}:{b}")
         row[f"gold_{a}-{b - 1}"] = _m([x.label or "" for x in xs], decide(model.predict_proba(xs)))
     rows = [row]
+    if card.get("retrieved_evidence"):
+        row["retrieved_train_claims"] = card["retrieved_evidence"]["claims"]
     if pipe is None:
+        if ret:
+            _selection(row, ret, decide(model.predict_proba(ret)), None, [])
         return rows
     preds, per = pipe.predict(model_dir)
     labels = [p.label for p in preds]
     row["pipeline"] = _m(pipe.gold, labels, pipe.hits(labels, preds))
     row["stage3_s_per_claim"] = round(per, 4)
+    if ret:
+        _selection(row, ret, decide(model.predict_proba(ret)), pipe, labels)
     if fit is not None:
         probs = np.array([p.meta["label_scores"]["probabilities"] for p in preds])
         fit_preds, _ = fit.predict(model_dir)
@@ -138,13 +166,15 @@ def candidate_rows(name: str, model_dir: Path, pipe: PipelineRun | None, fit: Pi
     return rows
 
 
-def majority_row(pipe: PipelineRun | None) -> dict[str, Any]:
+def majority_row(pipe: PipelineRun | None, ret: list[Any] | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"candidate": f"majority class ({REFUTED})"}
     for a, b in GOLD_RANGES:
         gold = [c.gold_label or "" for c in read_claims(DEV)[a:b]]
         row[f"gold_{a}-{b - 1}"] = _m(gold, [REFUTED] * len(gold))
     if pipe is not None:
         row["pipeline"] = _m(pipe.gold, [REFUTED] * len(pipe.gold), [0.0] * len(pipe.gold))
+    if ret:
+        _selection(row, ret, [REFUTED] * len(ret), pipe, [REFUTED] * len(pipe.gold) if pipe else [])
     return row
 
 
@@ -176,14 +206,19 @@ def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
              f"{meta['pipeline_run'] or 'not given'}; fit range for the rule and the stack: {meta['fit_run'] or 'not given'}. "
              "Dev 50-99 is never read here.", "",
              "| candidate | gold dev 0-49 acc / macro-F1 | gold dev 100-249 acc / macro-F1 | pipeline dev 0-49 acc / macro-F1 / AVeriTeC@0.25 "
-             "| training s | stage 3 s/claim | weights MB |", "|---|---|---|---|---|---|---|"]
+             "| retrieved dev 100-249 acc / macro-F1 | selection (pipeline 0-49 + retrieved 100-249) acc / macro-F1 "
+             "| training s | stage 3 s/claim | weights MB |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['candidate']} | {_cell(r.get('gold_0-49'))} | {_cell(r.get('gold_100-249'))} | "
-                     f"{_cell(r.get('pipeline'), ('accuracy', 'macro_f1', 'averitec'))} | {r.get('train_s', '-')} | "
+                     f"{_cell(r.get('pipeline'), ('accuracy', 'macro_f1', 'averitec'))} | {_cell(r.get('retrieved_100-249'))} | "
+                     f"{_cell(r.get('selection'))} | {r.get('train_s', '-')} | "
                      f"{r.get('stage3_s_per_claim', '-')} | {r.get('weights_mb', '-')} |")
     lines += ["", "Stage 3 s/claim: the trained mode's classification and its justification (one occlusion pass "
               "per evidence pair) on the pipeline run's records, in this process. Training s: the model card's wall time.",
-              "", NOT_RUN]
+              "Retrieved dev 100-249: the evidence `verdict-model evidence` retrieved for those claims (gold questions "
+              "as queries, the surrogate store, the cpu profile's stage 2). Selection: pipeline dev 0-49 and retrieved "
+              "dev 100-249 pooled; the default is the candidate with the best selection macro-F1 at or above the "
+              "majority's selection accuracy.", "", meta.get("notes", NOT_RUN)]
     return "\n".join(lines) + "\n"
 
 
@@ -192,6 +227,8 @@ def main() -> None:
     ap.add_argument("--candidate", action="append", required=True, metavar="NAME=MODEL_DIR")
     ap.add_argument("--pipeline-run", type=Path, help="a finished run on dev 0-49 (its stage-1/2 records are read)")
     ap.add_argument("--fit-run", type=Path, help="a finished run on dev 100-149: fits the rule and the stack")
+    ap.add_argument("--retrieved-dev", type=Path, help="evidence retrieved for dev 100-249 (verdict-model evidence)")
+    ap.add_argument("--notes", type=Path, help="a markdown file of notes appended to the table (what was not run, why)")
     ap.add_argument("--label", default="verdict_models")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
@@ -199,14 +236,16 @@ def main() -> None:
     fit = PipelineRun(args.fit_run, DEV) if args.fit_run else None
     if pipe is not None and any(50 <= i < 100 for i in pipe.indices + (fit.indices if fit else [])):
         raise SystemExit("dev 50-99 is the held-out range: it is never read here")
-    rows = [majority_row(pipe)]
+    ret = retrieved_dev(args.retrieved_dev) if args.retrieved_dev else None
+    rows = [majority_row(pipe, ret)]
     for spec in args.candidate:
         name, _, path = spec.partition("=")
-        rows += candidate_rows(name, Path(path), pipe, fit)
+        rows += candidate_rows(name, Path(path), pipe, fit, ret)
         print(json.dumps(rows[-1]), flush=True)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
             "load": [round(x, 2) for x in os.getloadavg()], "pipeline_run": pipe.name if pipe else None,
-            "fit_run": fit.name if fit else None}
+            "fit_run": fit.name if fit else None, "retrieved_dev": str(args.retrieved_dev) if ret else None,
+            "notes": args.notes.read_text() if args.notes else NOT_RUN}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.label}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     (args.out / f"{args.label}.md").write_text(to_markdown(rows, meta))

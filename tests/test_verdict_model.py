@@ -359,3 +359,14 @@ def test_no_gold_without_evidence_is_one_line(tmp_path: Path) -> None:
                            "--out", str(tmp_path / "m"), "--no-gold"], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2 and "needs an evidence file" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "m").exists()
+
+
+def test_fit_rule_on_retrieved_evidence(train_evidence: tuple[Path, Path], tmp_path: Path) -> None:
+    claims, path = train_evidence
+    assert main(["verdict-model", "train", str(claims), "--out", str(tmp_path / "m"), "--c", "1"]) in (0, None)
+    card = json.loads((tmp_path / "m" / "model_card.json").read_text())
+    assert card["settings"]["c"] == 1.0
+    assert main(["verdict-model", "fit-rule", str(tmp_path / "m"), "--claims", str(claims), "--indices", "0:8",
+                 "--evidence", str(path)]) in (0, None)
+    rule = json.loads((tmp_path / "m" / "decision_rule.json").read_text())
+    assert rule["evidence"] == str(path) and rule["claims_fitted"] == 4 and len(rule["offsets"]) == 4

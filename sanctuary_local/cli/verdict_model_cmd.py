@@ -58,6 +58,10 @@ def train(
     max_length: int = typer.Option(256, "--max-length", min=32, help="Encoder: tokens read per claim.", rich_help_panel="Advanced"),
     learning_rate: float = typer.Option(5e-5, "--learning-rate", help="Encoder: AdamW learning rate.", rich_help_panel="Advanced"),
     class_weight: str = typer.Option("balanced", "--class-weight", help="balanced | none.", rich_help_panel="Advanced"),
+    c: float = typer.Option(3.0, "--c", min=1e-4, help="TF-IDF: the logistic regression's inverse regularisation.",
+                            rich_help_panel="Advanced"),
+    answer_words: int = typer.Option(48, "--answer-words", min=4, help="Each answer or snippet is cut to this many words.",
+                                     rich_help_panel="Advanced"),
 ) -> None:
     """Train a verdict model on labelled claims; writes the weights and a model card."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -76,7 +80,7 @@ def train(
 
         evals = [EvalRange(eval_claims, 0, len(read_claims(eval_claims)))]
     settings = TrainSettings(base=base, epochs=epochs, seed=seed, max_length=max_length, learning_rate=learning_rate,
-                             class_weight=class_weight, threads=threads)
+                             class_weight=class_weight, threads=threads, c=c, answer_words=answer_words)
     command = command_line()
     with Progress(TextColumn("training"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
                   TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), TimeRemainingColumn(),
@@ -129,6 +133,8 @@ def fit_rule(
     claims: Path = typer.Option(..., "--claims", help="Labelled claims of the fit range.", rich_help_panel="Inputs"),
     indices: str = typer.Option(..., "--indices", help="The fit range a:b (dev 100:150 by the project's rules).",
                                 rich_help_panel="Inputs"),
+    evidence: Path = typer.Option(None, "--evidence", help="Fit on the evidence retrieved for the claims (a file of "
+                                  "'verdict-model evidence') instead of their gold evidence.", rich_help_panel="Inputs"),
 ) -> None:
     """Fit per-label offsets that make the rare labels reachable; saved beside the model."""
     from sanctuary_local.io.claims import read_claims
@@ -139,10 +145,17 @@ def fit_rule(
 
     a, b = _range(indices)
     xs = labelled(read_claims(claims)[a:b], f"{claims} [{a}:{b}]")
+    if evidence is not None:
+        from sanctuary_local.verdict_model.evidence import inputs_from_evidence, read_evidence
+
+        xs = inputs_from_evidence(read_claims(claims)[a:b], read_evidence(evidence))
+        if not xs:
+            raise UserError(f"{evidence}: no claim of {claims} [{a}:{b}] has retrieved evidence there")
     m = load_model(str(model_dir))
     offsets = fit_offsets(m.predict_proba(xs), [x.label or "" for x in xs])
     result = do_eval(m, xs, offsets)
-    write_json(model_dir / RULE, {"offsets": offsets, "fitted_on": f"{claims.name}[{a}:{b}]", "evidence": "gold",
+    write_json(model_dir / RULE, {"offsets": offsets, "fitted_on": f"{claims.name}[{a}:{b}]",
+                                  "evidence": str(evidence) if evidence else "gold", "claims_fitted": len(xs),
                                   "model_sha256": m.sha256, "fit": result["model"], "argmax": result["argmax"]})
     console.print(f"offsets {dict(zip(result['model']['per_class'], offsets))} written to {escape(str(model_dir / RULE))}",
                   highlight=False)
