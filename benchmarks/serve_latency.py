@@ -125,7 +125,8 @@ def run_timings(run_dir: Path) -> dict[str, Any]:
     load = sum(s["load_s"] for s in t["stages"].values())
     return {"pipeline_wall_s": t["wall_s"], "load_s": round(load, 3),
             "pipeline_less_load_s": round(t["wall_s"] - load, 3),
-            "stages_s": {k: {"total_s": v["total_s"], "load_s": v["load_s"]} for k, v in t["stages"].items()}}
+            "stages_s": {k: {"total_s": v["total_s"], "load_s": v["load_s"], "tokens_in": v.get("tokens_in"),
+                             "tokens_out": v.get("tokens_out")} for k, v in t["stages"].items()}}
 
 
 def time_serve(index: Path, work: Path, profile: str, claim: str, warm_claim: str) -> dict[str, Any]:
@@ -182,10 +183,12 @@ def report(res: dict[str, Any]) -> str:
               f"{s['pipeline']['load_s']:.2f} s of it model load; the POST was answered in {s['post_answered_s']:.3f} s",
               f"- labels: serve {s['label']}, CLI {c['label']}",
               "", "Stage seconds (total, of which load):", "",
-              "| stage | serve | CLI |", "|---|---:|---:|"]
+              "| stage | serve | CLI | tokens in/out: serve | CLI |", "|---|---:|---:|---:|---:|"]
     for name in c["pipeline"]["stages_s"]:
         sv, cv = s["pipeline"]["stages_s"].get(name, {}), c["pipeline"]["stages_s"][name]
-        lines.append(f"| {name} | {sv.get('total_s', 0):.2f} ({sv.get('load_s', 0):.2f}) | {cv['total_s']:.2f} ({cv['load_s']:.2f}) |")
+        lines.append(f"| {name} | {sv.get('total_s', 0):.2f} ({sv.get('load_s', 0):.2f}) | {cv['total_s']:.2f} "
+                     f"({cv['load_s']:.2f}) | {sv.get('tokens_in')}/{sv.get('tokens_out')} | "
+                     f"{cv.get('tokens_in')}/{cv.get('tokens_out')} |")
     lines += ["", "`load_s` counts the LLM (and trained verdict model) loads; the CLI's retrieval models load "
               "inside its retrieval stage's seconds (not in `load_s`), so \"pipeline less load\" still holds them.",
               "", "Loads are `uptime`'s 1-, 5- and 15-minute averages on a machine shared with other work; "
