@@ -284,3 +284,31 @@ def test_a_full_queue_answers_429(tmp_path: Path, repo_dir: Path) -> None:
         assert full.status == 429 and full.headers["retry-after"] and "the queue is full" in full.json()["error"]
     finally:
         server.close()
+
+
+def test_the_trained_verdict_is_resident_and_shows_its_stage(tmp_path: Path, repo_dir: Path) -> None:
+    """Stage 3's trained verdict (the `cpu` profiles' default) runs on the server's resident
+    model, loaded with the others, and its stage shows in each check's progress."""
+    index = build_index(repo_dir / "examples" / "corpus", tmp_path / "index")
+    server = Server(index, tmp_path / "data", *KEEP_SNIPPETS, "--set", "verdict.mode=trained")
+    try:
+        server.wait_ready()
+        for claim in (CLAIM, "The Eiffel Tower grows in summer."):
+            view = server.wait_done(server.request("POST", "/api/checks", {"claim": claim}).json()["id"])
+            assert view["status"] == "done" and view["label_probabilities"], view
+            assert [(s["name"], s["state"]) for s in view["stages"]] == [
+                ("hyde", "done"), ("retrieval", "done"), ("verdict", "done")], view["stages"]
+    finally:
+        server.close()
+
+
+def test_the_resident_engine_loads_the_trained_verdict_once() -> None:
+    from sanctuary_local.config import load_config
+    from sanctuary_local.serve.resident import ResidentEngine
+
+    cfg = load_config("cpu-fast").verdict
+    engine = ResidentEngine()
+    first = engine.trained(cfg)
+    assert engine.trained(cfg) is first
+    engine.shutdown()
+    assert engine.trained(cfg) is not first  # released, then loaded again

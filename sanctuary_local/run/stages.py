@@ -112,7 +112,9 @@ def stage_verdict(run: RunState, claims: list[Claim], level: int) -> None:
 
     with run.reporter.stage("verdict", len(todo)) as st:
         # trained mode: a classifier of milliseconds per claim, in this process whatever the engine
-        waves_of = functools.partial(trained_waves, cfg.verdict) if trained else engine_waves(run)
+        # (serve's resident engine keeps it loaded: its own ``trained_waves``)
+        waves_of = functools.partial(getattr(run.engine, "trained_waves", trained_waves), cfg.verdict) if trained \
+            else engine_waves(run)
         stream = waves_of(st, cfg.verdict.llm, cfg.models_dir, todo, wave_size(cfg.verdict.llm), work,
                           lambda x, e: verdict_fallback(x[0], x[1], x[2], e))
         with closing(stream):

@@ -1,10 +1,10 @@
 """The server's models, loaded once per process and reused by every check.
 
 ``ResidentEngine`` is a run engine (``RunOptions.resident``; the same ``llm_waves`` /
-``retrieve`` / ``close`` shape as ``run/ray_engine.py``'s) whose LLM backends and
-retrieval models stay loaded between runs: a backend per distinct ``LLMConfig`` (the
-``cpu`` profiles use one model for stages 1 and 3, so one load serves both), one
-``EvidenceRetriever`` per retrieval config, and the corpus index reopened only when
+``retrieve`` / ``close`` shape as ``run/ray_engine.py``'s, plus ``trained_waves``) whose
+models stay loaded between runs: a backend per distinct ``LLMConfig`` (the ``cpu``
+profiles use one model for stages 1 and 3, so one load serves both), stage 3's trained
+verdict model, one ``EvidenceRetriever`` per retrieval config, and the corpus index reopened only when
 ``sanctuary-local index`` has written a new generation. ``close`` (which the pipeline
 calls after each run) keeps them; ``shutdown`` releases them.
 
@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from sanctuary_local.records import ClaimEvidence, HydeResult, QueryEvidence
-from sanctuary_local.run.waves import resilient, waves
+from sanctuary_local.run.waves import TRAINED_WAVE, resilient, waves
 
 __all__ = ["ResidentEngine"]
 
@@ -38,13 +38,47 @@ def _key(cfg: Any, models_dir: str | Path) -> bytes:
     return orjson.dumps([dataclasses.asdict(cfg), str(models_dir)], option=orjson.OPT_SORT_KEYS, default=str)
 
 
-class ResidentEngine:
+class _ResidentVerdict:
+    """Stage 3's trained verdict model kept loaded (``ResidentEngine``'s part for it)."""
+
+    _lock: threading.Lock
+    _trained: dict[bytes, Any]
+    load_s: float
+    on_stage: Callable[[str], None]
+
+    def trained(self, verdict_cfg: Any) -> Any:
+        """Stage 3's trained verdict model (``verdict.trained_model``), loaded on first use."""
+        from sanctuary_local.stages.verdict_trained import load_trained
+
+        threads = int(getattr(verdict_cfg.llm, "n_threads", 0) or 2)  # as waves.trained_waves
+        key = orjson.dumps([verdict_cfg.trained_model, verdict_cfg.trained_rule, threads])
+        with self._lock:
+            if key not in self._trained:
+                t = time.perf_counter()
+                self._trained[key] = load_trained(verdict_cfg.trained_model, verdict_cfg.trained_rule, threads)
+                self.load_s += time.perf_counter() - t
+            return self._trained[key]
+
+    def trained_waves(self, verdict_cfg: Any, st: Any, llm_cfg: Any, models_dir: str, todo: list[Any], size: int,
+                      work: Callable[[Any, list[Any]], list[Any]],
+                      fallback: Callable[[Any, Exception], Any]) -> Iterator[tuple[list[Any], list[Any], float]]:
+        """``waves.trained_waves`` with the resident verdict model (``llm_cfg``, ``size`` unused)."""
+        self.on_stage(st.name)
+        model = st.timed_load(lambda: self.trained(verdict_cfg))
+        for wave in waves(todo, TRAINED_WAVE):
+            t = time.perf_counter()
+            results = resilient(wave, lambda w: work(model, w), fallback)
+            yield wave, results, (time.perf_counter() - t) / len(wave)
+
+
+class ResidentEngine(_ResidentVerdict):
     """A run engine whose models outlive the run (see the module docstring)."""
 
     def __init__(self, on_stage: Callable[[str], None] | None = None) -> None:
         self.on_stage = on_stage or (lambda name: None)
         self._backends: dict[bytes, Any] = {}
         self._retrievers: dict[bytes, Any] = {}
+        self._trained: dict[bytes, Any] = {}
         self._sources: dict[str, tuple[bytes, Any]] = {}
         self._lock = threading.Lock()  # one check runs at a time; the lock guards a preload racing it
         self.load_s = 0.0
@@ -91,8 +125,11 @@ class ResidentEngine:
 
     def preload(self, cfg: Any) -> None:
         """Load what a check with config ``cfg`` needs (both LLM stages, retrieval) now."""
-        for llm_cfg in (cfg.hyde.llm, cfg.verdict.llm):
-            self.backend(llm_cfg, cfg.models_dir)
+        self.backend(cfg.hyde.llm, cfg.models_dir)
+        if cfg.verdict.mode == "trained":
+            self.trained(cfg.verdict)
+        else:
+            self.backend(cfg.verdict.llm, cfg.models_dir)
         self.retriever(cfg.retrieval, cfg.models_dir)
 
     # ------------------------------------------------------------- engine API
@@ -138,4 +175,5 @@ class ResidentEngine:
                     log.warning("serve: a backend did not close cleanly", exc_info=True)
             self._backends.clear()
             self._retrievers.clear()
+            self._trained.clear()
             self._sources.clear()
