@@ -34,7 +34,7 @@ HF_DIR = ROOT / "models" / "qwen2.5-coder-0.5b-instruct-hf"
 def start_server(kind: str, log: Path) -> tuple[subprocess.Popen, str]:
     """One server on a free loopback port (it dies with this script); its process and /v1 URL."""
     from sanctuary_local.llm import local_server
-    from sanctuary_local.models import resolve_model
+    from sanctuary_local.models.resolve import resolve_model
 
     port = local_server.free_port()
     cmd = (local_server.vllm_cmd(HF_DIR, port) if kind == "vllm"

@@ -586,7 +586,7 @@ def flip_rates(args: argparse.Namespace, cfg: Any, run_cfg: Any, cases: list[Cas
     """``--llm``: stage 3 on the attacked evidence, under the run's stage-3 settings."""
     from sanctuary_local.errors import UserError
     from sanctuary_local.llm import make_backend
-    from sanctuary_local.models import set_offline_env
+    from sanctuary_local.models.resolve import set_offline_env
     from sanctuary_local.runstate import check_state
     from sanctuary_local.stages.verdict_prompt import config_prompt_hash
 

@@ -170,7 +170,7 @@ def oracle_run(args: argparse.Namespace, claims: list, work: Path) -> Path:
     from sanctuary_local.config import load_config
     from sanctuary_local.cli.run_cmd import parse_overrides
     from sanctuary_local.llm import make_backend
-    from sanctuary_local.models import set_offline_env
+    from sanctuary_local.models.resolve import set_offline_env
     from sanctuary_local.records import HydeResult, Prediction
     from sanctuary_local.runstate import StageFile, check_state
     from sanctuary_local.stages.verdict import run_verdict

@@ -38,7 +38,7 @@ def main() -> int:
     from sanctuary_local.io.claims import read_claims
     from sanctuary_local.llm import make_backend
     from sanctuary_local.llm.base import ChatResult
-    from sanctuary_local.models import set_offline_env
+    from sanctuary_local.models.resolve import set_offline_env
     from sanctuary_local.records import ClaimEvidence, HydeResult, Prediction
     from sanctuary_local.runstate import STAGE_FILES, StageFile
     from sanctuary_local.stages.parsing import parse_verdict_output

@@ -268,7 +268,7 @@ def _model_identity(name: str, backend: str | None, models_dir: str, cache: Hash
     if backend == "openai_http":
         return f"server:{name}"  # the server holds the weights: only its name is known here
     from sanctuary_local.errors import UserError
-    from sanctuary_local.models import load_manifest, resolve_model
+    from sanctuary_local.models.resolve import load_manifest, resolve_model
     from sanctuary_local.retrieval.embed import STATIC_PREFIX
 
     if name.startswith(STATIC_PREFIX):  # distilled deterministically from its base model

@@ -29,7 +29,7 @@ from pathlib import Path
 from sanctuary_local.errors import UserError
 from sanctuary_local.flag_help import DEGRADING, degraded_reasons
 from sanctuary_local.interrupt import RunInterrupted, StopRequest
-from sanctuary_local.models import set_offline_env
+from sanctuary_local.models.resolve import set_offline_env
 from sanctuary_local.run.fallbacks import verdict_fallback as _verdict_fallback  # noqa: F401 - tests import it from here
 from sanctuary_local.run.prepare import preflight, select_claims
 from sanctuary_local.run.stages import execute

@@ -143,7 +143,7 @@ def _sha256_once(f: Path, st: os.stat_result) -> str:
 
 def _model_entry(name: str, models_dir: str) -> dict[str, Any]:
     """Model id and file hashes (large files: size only unless a checksum record exists)."""
-    from sanctuary_local.models import resolve_model
+    from sanctuary_local.models.resolve import resolve_model
 
     try:
         path = resolve_model(name, models_dir)

@@ -185,7 +185,7 @@ def test_distill_static_caches_and_static_embedder_is_unit_norm(tmp_path: Path, 
     from tokenizers import Tokenizer
 
     from sanctuary_local.config import EmbedderConfig
-    from sanctuary_local.models import resolve_model
+    from sanctuary_local.models.resolve import resolve_model
     from sanctuary_local.retrieval.embed import StaticEmbedder, distill_static
 
     calls = []

@@ -19,7 +19,7 @@ import pytest
 
 from sanctuary_local.config import load_config
 from sanctuary_local.io.store import KnowledgeStore
-from sanctuary_local.model_prep import SOURCE_RECORD
+from sanctuary_local.models.prep import SOURCE_RECORD
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.prompts import load_schema
 from sanctuary_local.records import LABELS

@@ -64,7 +64,7 @@ def _backend_problems(cfg: Config) -> list[str]:
 
 
 def _model_problems(cfg: Config) -> list[str]:
-    from sanctuary_local.models import resolve_model
+    from sanctuary_local.models.resolve import resolve_model
     from sanctuary_local.retrieval.embed import STATIC_PREFIX
 
     problems: list[str] = []
