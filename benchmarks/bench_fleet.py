@@ -53,7 +53,7 @@ def main() -> None:
     ap.add_argument("--schema", action="store_true", help="send the stage-1 JSON schema (response_format)")
     args = ap.parse_args()
 
-    from sanctuary_local.config import load_config
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.llm import local_server
     from sanctuary_local.io.claims import read_claims
     from sanctuary_local.llm import make_backend

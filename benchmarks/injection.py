@@ -388,7 +388,7 @@ def verdict_differences(run_verdict_cfg: dict[str, Any], verdict_cfg: dict[str, 
 # ---------------------------------------------------------------------------- inputs
 def run_config(run_dir: Path) -> Any:
     """The effective config a finished run saved (``config.json``)."""
-    from sanctuary_local.config import Config
+    from sanctuary_local.config.settings import Config
     from sanctuary_local.errors import UserError
 
     path = run_dir / "config.json"
@@ -539,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from sanctuary_local.cli.run_cmd import parse_overrides
-    from sanctuary_local.config import load_config
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.errors import UserError
 
     lo, hi = parse_range(args.indices)

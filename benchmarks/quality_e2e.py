@@ -167,7 +167,7 @@ def oracle_evidence(claim) -> Any:
 
 def oracle_run(args: argparse.Namespace, claims: list, work: Path) -> Path:
     """Stage 3 alone on gold evidence, one claim at a time, persisted (resumable)."""
-    from sanctuary_local.config import load_config
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.cli.run_cmd import parse_overrides
     from sanctuary_local.llm import make_backend
     from sanctuary_local.models.resolve import set_offline_env

@@ -36,7 +36,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sanctuary_local.config import VerdictConfig  # noqa: E402
+from sanctuary_local.config.settings import VerdictConfig  # noqa: E402
 from sanctuary_local.evaluation.labels import label_metrics  # noqa: E402
 from sanctuary_local.evaluation.meteor import averitec_hits, batch_utilities  # noqa: E402
 from sanctuary_local.io.claims import read_claims  # noqa: E402

@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from sanctuary_local.config import Config
+from sanctuary_local.config.settings import Config
 from sanctuary_local.errors import MissingModel, UserError
 from sanctuary_local.models.parts import RECORD_SUFFIX, assembled_state, cache_dir, locate_parts, recorded_ok
 from sanctuary_local.models.resolve import PACKAGED, STATIC_PREFIX, PackagedModel, load_manifest, resolve_model

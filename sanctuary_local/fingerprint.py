@@ -40,7 +40,7 @@ from typing import Any
 
 import orjson
 
-from sanctuary_local.config import NEUTRAL_DEFAULTS, Config
+from sanctuary_local.config.settings import NEUTRAL_DEFAULTS, Config
 from sanctuary_local.io.safe_io import atomic_write_bytes, open_regular, read_regular
 from sanctuary_local.io.store import KnowledgeStore, content_id
 

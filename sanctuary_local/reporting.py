@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from sanctuary_local import __version__
-from sanctuary_local.config import Config
+from sanctuary_local.config.settings import Config
 from sanctuary_local.io.safe_io import atomic_write_bytes, open_append
 from sanctuary_local.run_record import run_timings
 

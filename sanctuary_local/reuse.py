@@ -40,7 +40,7 @@ from typing import Any
 
 import orjson
 
-from sanctuary_local.config import Config
+from sanctuary_local.config.settings import Config
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import read_regular
 from sanctuary_local.runstate import STAGE_FILES, STATE_FILE, StageFile

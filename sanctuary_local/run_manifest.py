@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from sanctuary_local import __version__
-from sanctuary_local.config import Config
+from sanctuary_local.config.settings import Config
 from sanctuary_local.errors import UserError
 from sanctuary_local.ids import file_sha256
 from sanctuary_local.io.safe_io import atomic_write_bytes, read_regular

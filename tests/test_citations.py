@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from sanctuary_local.config import VerdictConfig
+from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.llm.base import ChatRequest, ChatResult
 from sanctuary_local.prompts import load_prompt
 from sanctuary_local.records import Chunk, EvidenceSnippet, HydeResult
@@ -384,7 +384,7 @@ def test_cited_predictions_keep_every_official_row_valid(tmp_path) -> None:
 
 def test_the_switch_is_off_by_default_and_set_from_the_command_line() -> None:
     from sanctuary_local.cli.run_cmd import parse_overrides
-    from sanctuary_local.config import PROFILE_NAMES, load_config
+    from sanctuary_local.config.settings import PROFILE_NAMES, load_config
     from sanctuary_local.errors import UserError
 
     assert not any(load_config(name).verdict.citations for name in PROFILE_NAMES)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sanctuary_local.config import DecomposeConfig, load_config
+from sanctuary_local.config.settings import DecomposeConfig, load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.llm.base import ChatRequest, ChatResult
 from sanctuary_local.records import (

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from sanctuary_local.budget import BudgetPlanner, resume_planner
-from sanctuary_local.config import Config, load_config
+from sanctuary_local.config.settings import Config, load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.fingerprint import (
     EXECUTION_SETTINGS, HashCache, code_identity, config_identity, is_execution_setting, prompt_identities,
@@ -177,7 +177,7 @@ def test_a_setting_added_later_keeps_older_runs_identities_at_its_neutral_value(
 def test_the_retired_verdict_modes_settings_are_refused_but_older_runs_still_read() -> None:
     # "scored" and "stance" were retired with their settings: naming one in a profile or --set is
     # an error that says so; a run's config.json from before them reads without them.
-    from sanctuary_local.config import RETIRED_KEYS
+    from sanctuary_local.config.settings import RETIRED_KEYS
 
     with pytest.raises(UserError, match=r"verdict\.calibration was removed.*'scored' verdict mode was retired"):
         load_config("paper", {"verdict": {"calibration": "cpu_scored.json"}})

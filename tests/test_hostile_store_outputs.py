@@ -261,7 +261,7 @@ def test_stage_file_repair_never_truncates_through_a_symlink(tmp_path: Path) -> 
 def test_run_log_and_config_are_not_written_through_symlinks(tmp_path: Path) -> None:
     import logging
 
-    from sanctuary_local.config import load_config
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.reporting import RunReporter
     from sanctuary_local.run_types import RunOptions
 
@@ -406,7 +406,7 @@ def test_run_files_linked_to_dev_zero_do_not_eat_memory(tmp_path: Path, name: st
 
 @pytest.mark.parametrize("name", ["config.json", STATE_FILE])
 def test_reuse_from_a_run_with_a_fifo_or_dev_zero_is_a_one_line_error(tmp_path: Path, name: str) -> None:
-    from sanctuary_local.config import load_config
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.reuse import reuse_stages
 
     cfg = load_config("cpu")
@@ -423,7 +423,7 @@ def test_reuse_from_a_run_with_a_fifo_or_dev_zero_is_a_one_line_error(tmp_path: 
     (src / name).symlink_to("/dev/zero")
     res = _in_child(
         "    from pathlib import Path\n"
-        "    from sanctuary_local.config import load_config\n"
+        "    from sanctuary_local.config.settings import load_config\n"
         "    from sanctuary_local.reuse import reuse_stages\n"
         f"    reuse_stages(Path({str(src)!r}), Path({str(out)!r}), load_config('cpu'), {{}}, {{}}, [0])\n")
     assert res["kind"] == "UserError" and str(src / name) in res["message"] and "\n" not in res["message"], res

@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sanctuary_local.config import Config, VerdictConfig
+from sanctuary_local.config.settings import Config, VerdictConfig
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.records import (
     LABELS, NEE, REFUTED, SUPPORTED, Chunk, Claim, ClaimEvidence, EvidenceSnippet, HydeResult, Prediction, Query,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sanctuary_local.config import HydeConfig, LLMConfig, SamplingConfig, VerdictConfig
+from sanctuary_local.config.settings import HydeConfig, LLMConfig, SamplingConfig, VerdictConfig
 from sanctuary_local.errors import MissingModel, UserError
 from sanctuary_local.io.claims import read_claims
 from sanctuary_local.io.store import KnowledgeStore

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sanctuary_local.config import load_config
+from sanctuary_local.config.settings import load_config
 from sanctuary_local.errors import MissingModel
 from sanctuary_local.io.claims import read_claims
 from sanctuary_local.llm import make_backend

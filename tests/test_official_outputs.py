@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from sanctuary_local.cli import main
-from sanctuary_local.config import VerdictConfig
+from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.evaluation.inputs import align, load_gold, load_predictions, select_range
 from sanctuary_local.io.claims import read_claims
 from sanctuary_local.io.leaderboard import (

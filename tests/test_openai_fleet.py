@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sanctuary_local.config import LLMConfig, SamplingConfig
+from sanctuary_local.config.settings import LLMConfig, SamplingConfig
 from sanctuary_local.errors import MissingModel, UserError
 from sanctuary_local.llm import local_server, make_backend
 from sanctuary_local.llm.base import ChatMessage, ChatRequest

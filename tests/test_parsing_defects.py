@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from sanctuary_local.config import LLMConfig, VerdictConfig
+from sanctuary_local.config.settings import LLMConfig, VerdictConfig
 from sanctuary_local.llm.base import ChatMessage
 from sanctuary_local.records import CONFLICTING, NEE, REFUTED, SUPPORTED
 from sanctuary_local.stages.parsing import normalize_label, parse_verdict_output

@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from sanctuary_local.cli import main as cli_main
-from sanctuary_local.config import load_config
+from sanctuary_local.config.settings import load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.claims import read_claims
 from sanctuary_local.io.predictions import write_predictions_json

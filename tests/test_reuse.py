@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sanctuary_local.config import load_config
+from sanctuary_local.config.settings import load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.records import HydeResult, Query
 from sanctuary_local.reuse import CHAIN, reusable_stages, reuse_stages

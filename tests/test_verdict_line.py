@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from sanctuary_local.config import VerdictConfig, load_config
+from sanctuary_local.config.settings import VerdictConfig, load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.records import (

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sanctuary_local.config import LLMConfig, SamplingConfig
+from sanctuary_local.config.settings import LLMConfig, SamplingConfig
 from sanctuary_local.errors import UserError, require
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.llm.chat_template import load_chat_template, render_chat

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sanctuary_local.config import LLMConfig
+from sanctuary_local.config.settings import LLMConfig
 from sanctuary_local.errors import require
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.llm.chat_template import load_chat_template

@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from sanctuary_local.config import EmbedderConfig
+from sanctuary_local.config.settings import EmbedderConfig
 from sanctuary_local.errors import require
 from sanctuary_local.models.resolve import STATIC_PREFIX, resolve_model, set_offline_env
 

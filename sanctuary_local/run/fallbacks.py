@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from sanctuary_local.config import Config
+from sanctuary_local.config.settings import Config
 from sanctuary_local.records import Claim, ClaimEvidence, Decomposition, HydeResult, Prediction
 
 __all__ = ["decompose_fallback", "followup_fallback", "hyde_fallback", "verdict_fallback"]

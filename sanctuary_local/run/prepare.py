@@ -6,7 +6,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from sanctuary_local.config import Config, load_config
+from sanctuary_local.config.settings import Config, load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.records import Claim
 from sanctuary_local.run_types import RunOptions

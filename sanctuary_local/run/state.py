@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sanctuary_local.budget import STAGES, BudgetPlanner, resume_planner
-from sanctuary_local.config import Config
+from sanctuary_local.config.settings import Config
 from sanctuary_local.interrupt import RunInterrupted, StopRequest
 from sanctuary_local.records import ClaimEvidence, Decomposition, HydeResult, Prediction
 from sanctuary_local.reporting import RunReporter

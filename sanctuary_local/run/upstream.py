@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from sanctuary_local.budget import knobs
-from sanctuary_local.config import Config
+from sanctuary_local.config.settings import Config
 from sanctuary_local.records import Claim, Prediction
 from sanctuary_local.run.state import RunState
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sanctuary_local.config import VerdictConfig
+from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.llm.base import LLMBackend
 from sanctuary_local.records import Claim, ClaimEvidence, HydeResult, Prediction
 from sanctuary_local.stages.evidence_view import (  # noqa: F401 - the stage's public names

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from sanctuary_local.config import VerdictConfig
+from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, LLMBackend
 from sanctuary_local.prompts import load_prompt, render
 from sanctuary_local.records import Claim, ClaimEvidence

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from sanctuary_local.config_llm import LLMConfig, SamplingConfig
+from sanctuary_local.config.llm import LLMConfig, SamplingConfig
 from sanctuary_local.errors import UserError
 
 PROFILE_NAMES = ("cpu", "cpu-fast", "cpu-gemma", "paper")
