@@ -54,8 +54,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from sanctuary_local.config.settings import load_config
-    from sanctuary_local.llm import local_server
     from sanctuary_local.io.claims import read_claims
+    from sanctuary_local.llm import local_server
     from sanctuary_local.llm import make_backend
     from sanctuary_local.stages.hyde import build_hyde_request
 

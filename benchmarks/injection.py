@@ -333,7 +333,7 @@ def run_flips(cases: Sequence[Case], templates: Sequence[Template], backend: Any
     claim at a time, each result persisted (``flips_<template>.jsonl``, resumable); then
     per template ``flip_stats`` and the per-claim rows. ``control``: also stage 3 on the
     clean evidence (row ``none``). ``trained``: the loaded model of trained mode (``backend`` None)."""
-    from sanctuary_local.runstate import StageFile
+    from sanctuary_local.run.stage_files import StageFile
     from sanctuary_local.stages.verdict import run_verdict
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
@@ -415,7 +415,7 @@ def load_cases(run_dir: Path, claims_path: Path, indices: str, limit: int | None
     ``followup`` (the run's ``followup.enabled``): the evidence stage 3 read, with the
     follow-up round merged in."""
     from sanctuary_local.io.claims import read_claims
-    from sanctuary_local.runstate import STAGE_FILES, StageFile
+    from sanctuary_local.run.stage_files import STAGE_FILES, StageFile
 
     lo, hi = parse_range(indices)
     evidence_path = run_dir / STAGE_FILES["followup" if followup else "retrieval"]
@@ -587,7 +587,7 @@ def flip_rates(args: argparse.Namespace, cfg: Any, run_cfg: Any, cases: list[Cas
     from sanctuary_local.errors import UserError
     from sanctuary_local.llm import make_backend
     from sanctuary_local.models.resolve import set_offline_env
-    from sanctuary_local.runstate import check_state
+    from sanctuary_local.run.stage_files import check_state
     from sanctuary_local.stages.verdict_prompt import config_prompt_hash
 
     diffs = verdict_differences(asdict(run_cfg.verdict), asdict(cfg.verdict))

@@ -167,12 +167,12 @@ def oracle_evidence(claim) -> Any:
 
 def oracle_run(args: argparse.Namespace, claims: list, work: Path) -> Path:
     """Stage 3 alone on gold evidence, one claim at a time, persisted (resumable)."""
-    from sanctuary_local.config.settings import load_config
     from sanctuary_local.cli.run_cmd import parse_overrides
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.llm import make_backend
     from sanctuary_local.models.resolve import set_offline_env
     from sanctuary_local.records import HydeResult, Prediction
-    from sanctuary_local.runstate import StageFile, check_state
+    from sanctuary_local.run.stage_files import StageFile, check_state
     from sanctuary_local.stages.verdict import run_verdict
 
     set_offline_env()
@@ -211,7 +211,7 @@ def as_examples(preds: list, *, label_of=lambda p: p.label) -> list:
 
 def stage_seconds(run_dir: Path, indices: list[int]) -> dict[str, float | None]:
     """Mean seconds per claim of each stage, from the per-claim records of the stage files."""
-    from sanctuary_local.runstate import STAGE_FILES
+    from sanctuary_local.run.stage_files import STAGE_FILES
 
     out: dict[str, float | None] = {}
     for stage, name in STAGE_FILES.items():
@@ -264,7 +264,7 @@ def decomposition_stats(preds: list) -> dict[str, float] | None:
 def llm_usage(run_dir: Path, indices: list[int]) -> dict[str, dict[str, float] | None]:
     """Per LLM stage, from each claim's generation record: prompt, reused-prefix ("cached": prefill
     saved) and completion tokens per claim, and tokens/s in and out over the generation seconds."""
-    from sanctuary_local.runstate import STAGE_FILES
+    from sanctuary_local.run.stage_files import STAGE_FILES
 
     def gen_of(stage: str, rec: dict) -> dict:
         return rec.get("generation") or {} if stage in ("decompose", "hyde", "followup_questions") else rec.get("meta") or {}
@@ -330,7 +330,7 @@ def evaluate_all(args: argparse.Namespace) -> dict[str, Any]:
     if args.oracle:
         oracle_dir = work / "oracle" if args.eval_only else oracle_run(args, claims, work)
         from sanctuary_local.records import Prediction
-        from sanctuary_local.runstate import StageFile
+        from sanctuary_local.run.stage_files import StageFile
 
         sf = StageFile(oracle_dir / "stage3_oracle.jsonl", Prediction.from_dict)
         done = [c for c in claims if c.index in sf]  # all of them unless --eval-only scores a stopped run

@@ -40,7 +40,7 @@ def main() -> int:
     from sanctuary_local.llm.base import ChatResult
     from sanctuary_local.models.resolve import set_offline_env
     from sanctuary_local.records import ClaimEvidence, HydeResult, Prediction
-    from sanctuary_local.runstate import STAGE_FILES, StageFile
+    from sanctuary_local.run.stage_files import STAGE_FILES, StageFile
     from sanctuary_local.stages.parsing import parse_verdict_output
     from sanctuary_local.stages.verdict import build_verdict_request, reask_missing_labels
 

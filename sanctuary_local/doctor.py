@@ -151,8 +151,8 @@ def check_model(name: str, role: str, models_dir: str, rehash: bool = False) -> 
                          f"use one of: {', '.join('packaged:' + n for n in sorted(manifest.packaged))}")
         return check_split_model(entry, item, rehash=rehash) if entry.split else _check_module_model(entry, item)
     if name in manifest.models:
-        from sanctuary_local.models.store import verify_hub_model
         from sanctuary_local.models.resolve import fetch_hint
+        from sanctuary_local.models.store import verify_hub_model
 
         rep = verify_hub_model(manifest.models[name], Path(models_dir), quick=True)
         if rep.problems:

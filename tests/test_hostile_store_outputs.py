@@ -38,7 +38,7 @@ from sanctuary_local.io.predictions import write_predictions_json
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.records import HydeResult, Prediction, Query
 from sanctuary_local.report import write_report
-from sanctuary_local.runstate import STAGE_FILES, STATE_FILE, StageFile, check_state
+from sanctuary_local.run.stage_files import STAGE_FILES, STATE_FILE, StageFile, check_state
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -262,8 +262,8 @@ def test_run_log_and_config_are_not_written_through_symlinks(tmp_path: Path) -> 
     import logging
 
     from sanctuary_local.config.settings import load_config
-    from sanctuary_local.reporting import RunReporter
-    from sanctuary_local.run_types import RunOptions
+    from sanctuary_local.run.options import RunOptions
+    from sanctuary_local.run.reporting import RunReporter
 
     out = tmp_path / "out"
     victims = {name: _victim(tmp_path, f"{name}.victim") for name in ("run.log", "config.json")}
@@ -407,7 +407,7 @@ def test_run_files_linked_to_dev_zero_do_not_eat_memory(tmp_path: Path, name: st
 @pytest.mark.parametrize("name", ["config.json", STATE_FILE])
 def test_reuse_from_a_run_with_a_fifo_or_dev_zero_is_a_one_line_error(tmp_path: Path, name: str) -> None:
     from sanctuary_local.config.settings import load_config
-    from sanctuary_local.reuse import reuse_stages
+    from sanctuary_local.run.reuse import reuse_stages
 
     cfg = load_config("cpu")
     src, out = tmp_path / "src", tmp_path / "out"
@@ -424,7 +424,7 @@ def test_reuse_from_a_run_with_a_fifo_or_dev_zero_is_a_one_line_error(tmp_path: 
     res = _in_child(
         "    from pathlib import Path\n"
         "    from sanctuary_local.config.settings import load_config\n"
-        "    from sanctuary_local.reuse import reuse_stages\n"
+        "    from sanctuary_local.run.reuse import reuse_stages\n"
         f"    reuse_stages(Path({str(src)!r}), Path({str(out)!r}), load_config('cpu'), {{}}, {{}}, [0])\n")
     assert res["kind"] == "UserError" and str(src / name) in res["message"] and "\n" not in res["message"], res
     assert res["seconds"] < DEADLINE_S

@@ -20,7 +20,7 @@ from sanctuary_local.records import (
     LABELS, NEE, REFUTED, SUPPORTED, Chunk, Claim, ClaimEvidence, EvidenceSnippet, HydeResult, Prediction, Query,
     QueryEvidence,
 )
-from sanctuary_local.runstate import STAGE_FILES, StageFile
+from sanctuary_local.run.stage_files import STAGE_FILES, StageFile
 from sanctuary_local.stages.evidence_view import suspected_injection
 
 

@@ -18,10 +18,10 @@ from sanctuary_local.io.claims import read_claims
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.llm import BACKENDS, local_server, make_backend
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, LLMBackend
+from sanctuary_local.llm.llama_cpp_backend import reused_prefix
 from sanctuary_local.models.resolve import resolve_model
 from sanctuary_local.prompts import load_schema
 from sanctuary_local.records import LABELS, Chunk, ClaimEvidence, EvidenceSnippet, QueryEvidence
-from sanctuary_local.llm.llama_cpp_backend import reused_prefix
 from sanctuary_local.stages.hyde import build_hyde_request, run_hyde
 from sanctuary_local.stages.verdict import LABEL_REASK_TOKENS, build_verdict_request, run_verdict
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from sanctuary_local.models import parts as model_parts
 from sanctuary_local.errors import MissingModel, UserError
+from sanctuary_local.models import parts as model_parts
 from sanctuary_local.models.parts import (
     RECORD_SUFFIX,
     ChecksumMismatch,
@@ -29,8 +29,8 @@ from sanctuary_local.models.parts import (
     part_packages,
     recorded_ok,
 )
-from sanctuary_local.models.store import verify_packaged
 from sanctuary_local.models.resolve import load_manifest, resolve_model
+from sanctuary_local.models.store import verify_packaged
 
 QWEN_05B = "qwen2.5-coder-0.5b-instruct-q4-k-m-gguf"
 

@@ -25,7 +25,7 @@ from sanctuary_local.io.predictions import write_predictions_json
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.records import EvidenceItem, HydeResult, Prediction, Query
 from sanctuary_local.report import ReportSnippet, claim_snippets, render_claim, write_report
-from sanctuary_local.runstate import STAGE_FILES, StageFile, check_state
+from sanctuary_local.run.stage_files import STAGE_FILES, StageFile, check_state
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

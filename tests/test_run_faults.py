@@ -30,11 +30,11 @@ from typing import Any
 import orjson
 import pytest
 
-from sanctuary_local import runstate
 from sanctuary_local.cli import main
 from sanctuary_local.interrupt import RunInterrupted, StopRequest
 from sanctuary_local.pipeline import RunOptions, run_pipeline
-from sanctuary_local.runstate import STAGE_FILES
+from sanctuary_local.run import stage_files as runstate
+from sanctuary_local.run.stage_files import STAGE_FILES
 
 from conftest import _load_benchmark
 

@@ -7,7 +7,7 @@ import pytest
 
 from sanctuary_local.errors import UserError
 from sanctuary_local.records import Query, HydeResult
-from sanctuary_local.runstate import StageFile, check_state, STATE_FILE
+from sanctuary_local.run.stage_files import StageFile, check_state, STATE_FILE
 
 
 def _hyde(i: int) -> HydeResult:
@@ -80,8 +80,8 @@ class _DiskFullOS:
 
 
 def test_failed_append_is_rolled_back_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sanctuary_local import runstate
     from sanctuary_local.errors import StorageError
+    from sanctuary_local.run import stage_files as runstate
 
     path = tmp_path / "s.jsonl"
     sf = StageFile(path, HydeResult.from_dict)

@@ -9,7 +9,7 @@ from typing import Any
 from sanctuary_local.config.settings import Config, load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.records import Claim
-from sanctuary_local.run_types import RunOptions
+from sanctuary_local.run.options import RunOptions
 
 __all__ = ["preflight", "run_config", "select_claims"]
 

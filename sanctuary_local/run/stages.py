@@ -11,8 +11,8 @@ from collections.abc import Callable
 from contextlib import closing
 from typing import Any
 
-from sanctuary_local.budget import BudgetPlanner, apply_level
 from sanctuary_local.records import Claim, ClaimEvidence, HydeResult, Prediction
+from sanctuary_local.run.budget import BudgetPlanner, apply_level
 from sanctuary_local.run.fallbacks import decompose_fallback, hyde_fallback, verdict_fallback
 from sanctuary_local.run.followup_round import FollowupRound
 from sanctuary_local.run.overlap import OverlappedRetrieval

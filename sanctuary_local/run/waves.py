@@ -10,7 +10,7 @@ from contextlib import closing
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sanctuary_local.records import Claim
-from sanctuary_local.runstate import StageFile
+from sanctuary_local.run.stage_files import StageFile
 
 if TYPE_CHECKING:
     from sanctuary_local.run.state import RunState

@@ -30,7 +30,7 @@ from sanctuary_local.ids import file_sha256
 from sanctuary_local.io.safe_io import atomic_write_bytes, read_regular
 
 if TYPE_CHECKING:
-    from sanctuary_local.run_types import RunOptions
+    from sanctuary_local.run.options import RunOptions
 
 __all__ = ["MANIFEST_FILE", "PACKAGES", "RunManifest"]
 
@@ -90,7 +90,7 @@ class RunManifest:
             ("hyde_llm", cfg.hyde.llm.model), ("verdict_llm", cfg.verdict.llm.model),
             ("sts_embedder", cfg.retrieval.sts.model), ("retrieval_embedder", cfg.retrieval.retriever.model))}
         fingerprint = self.identity.get("fingerprint") or {}
-        from sanctuary_local.fingerprint import libraries_identity
+        from sanctuary_local.run.fingerprint import libraries_identity
 
         versions = libraries_identity(PACKAGES)
         return {

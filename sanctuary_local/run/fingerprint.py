@@ -219,7 +219,7 @@ def code_identity(package: Path | None = None) -> dict[str, Any]:
     commit) in a git checkout, else ``files:<hash>`` of the package's ``.py`` files. Prompt
     files and profiles are not code here: they are fingerprinted per stage
     (``prompts``, ``config``), so editing a prompt recomputes that stage on reuse."""
-    package = package or Path(__file__).resolve().parent
+    package = package or Path(__file__).resolve().parents[1]  # the whole package, not run/
     return _git_identity(package) or _files_identity(package)
 
 
