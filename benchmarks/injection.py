@@ -334,7 +334,7 @@ def run_flips(cases: Sequence[Case], templates: Sequence[Template], backend: Any
     per template ``flip_stats`` and the per-claim rows. ``control``: also stage 3 on the
     clean evidence (row ``none``). ``trained``: the loaded model of trained mode (``backend`` None)."""
     from sanctuary_local.run.stage_files import StageFile
-    from sanctuary_local.stages.verdict import run_verdict
+    from sanctuary_local.stages.verdict.line import run_verdict
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
     work.mkdir(parents=True, exist_ok=True)
@@ -588,7 +588,7 @@ def flip_rates(args: argparse.Namespace, cfg: Any, run_cfg: Any, cases: list[Cas
     from sanctuary_local.llm import make_backend
     from sanctuary_local.models.resolve import set_offline_env
     from sanctuary_local.run.stage_files import check_state
-    from sanctuary_local.stages.verdict_prompt import config_prompt_hash
+    from sanctuary_local.stages.verdict.prompt import config_prompt_hash
 
     diffs = verdict_differences(asdict(run_cfg.verdict), asdict(cfg.verdict))
     prompt = config_prompt_hash(cfg.verdict)
@@ -612,7 +612,7 @@ def flip_rates(args: argparse.Namespace, cfg: Any, run_cfg: Any, cases: list[Cas
     except UserError as exc:  # another configuration's results in --work
         sys.exit(f"error: {exc}")
     if cfg.verdict.mode == "trained":  # no LLM: the classifier reads the attacked evidence
-        from sanctuary_local.stages.verdict_trained import load_trained
+        from sanctuary_local.stages.verdict.trained import load_trained
 
         tv = load_trained(cfg.verdict.trained_model, cfg.verdict.trained_rule)
         flips = run_flips(cases, templates, None, cfg.verdict, work, control=args.control, quiet=args.quiet, trained=tv)

@@ -173,7 +173,7 @@ def oracle_run(args: argparse.Namespace, claims: list, work: Path) -> Path:
     from sanctuary_local.models.resolve import set_offline_env
     from sanctuary_local.records import HydeResult, Prediction
     from sanctuary_local.run.stage_files import StageFile, check_state
-    from sanctuary_local.stages.verdict import run_verdict
+    from sanctuary_local.stages.verdict.line import run_verdict
 
     set_offline_env()
     cfg = load_config(args.profile, parse_overrides(args.set) if args.set else None)
@@ -184,7 +184,7 @@ def oracle_run(args: argparse.Namespace, claims: list, work: Path) -> Path:
     if todo:
         trained = None
         if cfg.verdict.mode == "trained":  # the classifier, no LLM
-            from sanctuary_local.stages.verdict_trained import load_trained
+            from sanctuary_local.stages.verdict.trained import load_trained
 
             trained = load_trained(cfg.verdict.trained_model, cfg.verdict.trained_rule)
         backend = make_backend(cfg.verdict.llm, cfg.models_dir) if trained is None else None
@@ -226,7 +226,7 @@ def stage_seconds(run_dir: Path, indices: list[int]) -> dict[str, float | None]:
 
 
 def citation_rates(preds: list) -> dict[str, float | None]:
-    from sanctuary_local.stages.verdict import citation_rates as rates
+    from sanctuary_local.stages.verdict.line import citation_rates as rates
 
     return rates(preds)
 

@@ -41,8 +41,8 @@ def main() -> int:
     from sanctuary_local.models.resolve import set_offline_env
     from sanctuary_local.records import ClaimEvidence, HydeResult, Prediction
     from sanctuary_local.run.stage_files import STAGE_FILES, StageFile
-    from sanctuary_local.stages.parsing import parse_verdict_output
-    from sanctuary_local.stages.verdict import build_verdict_request, reask_missing_labels
+    from sanctuary_local.stages.verdict.line import build_verdict_request, reask_missing_labels
+    from sanctuary_local.stages.verdict.parsing import parse_verdict_output
 
     set_offline_env()
     run = Path(args.run)

@@ -18,7 +18,7 @@ from sanctuary_local.stages.citations import (
     CitationReport, annotate, check_citations, find_quote, numbered_snippets, parse_citations,
 )
 from sanctuary_local.stages.evidence_view import drop_order
-from sanctuary_local.stages.verdict import build_verdict_request, citation_rates, run_verdict
+from sanctuary_local.stages.verdict.line import build_verdict_request, citation_rates, run_verdict
 from test_hyde import CLAIM, ScriptedBackend
 from test_verdict import DOC, HYDE, evidence
 
@@ -295,7 +295,7 @@ def test_partial_output_cut_inside_a_quote_is_checked_as_far_as_it_goes() -> Non
 
 
 def test_the_label_parser_reads_the_cited_format() -> None:
-    from sanctuary_local.stages.parsing import parse_verdict_output
+    from sanctuary_local.stages.verdict.parsing import parse_verdict_output
 
     label, justification, flags = parse_verdict_output(GOOD, None)
     assert (label, flags) == ("Refuted", ()) and justification.startswith("1. The claim says cheese.")
@@ -348,7 +348,7 @@ def test_a_failed_verdict_or_reask_call_is_not_a_citation_record() -> None:
 
 
 def test_the_recorded_prompt_hash_follows_the_mode() -> None:
-    from sanctuary_local.stages.verdict import config_prompt_hash, verdict_prompt_hash
+    from sanctuary_local.stages.verdict.line import config_prompt_hash, verdict_prompt_hash
 
     (plain,) = run_verdict([CLAIM], [HYDE], [evidence()], Sequenced([GOOD]), VerdictConfig())
     (cited,) = run_verdict([CLAIM], [HYDE], [evidence()], Sequenced([GOOD]), CFG)

@@ -31,7 +31,7 @@ from sanctuary_local.pipeline import degraded_reasons, select_claims
 from sanctuary_local.records import (
     Chunk, Claim, ClaimEvidence, EvidenceSnippet, HydeResult, Prediction, Query, QueryEvidence,
 )
-from sanctuary_local.stages.verdict import run_verdict
+from sanctuary_local.stages.verdict.line import run_verdict
 from test_hyde import ScriptedBackend
 
 DOC = "Intro line.\nThe moon\tis rock,\n\n  NASA says.\nApollo brought back 382 kg."

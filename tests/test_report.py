@@ -39,7 +39,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pipeline's own fallback record for a model error)."""
     from sanctuary_local.pipeline import _verdict_fallback
     from sanctuary_local.stages.evidence import run_retrieval
-    from sanctuary_local.stages.verdict import official_evidence
+    from sanctuary_local.stages.verdict.line import official_evidence
 
     out = tmp_path_factory.mktemp("run")
     claims = read_claims(EXAMPLES / "claims.json")[:3]
@@ -210,7 +210,7 @@ def test_claims_range_and_run_info(run_dir: Path, tmp_path: Path, capsys: pytest
 
 def test_numbering_follows_the_snippets_stage3_dropped(run_dir: Path) -> None:
     from sanctuary_local.records import ClaimEvidence
-    from sanctuary_local.stages.verdict import _drop_order
+    from sanctuary_local.stages.verdict.line import _drop_order
 
     rec = orjson.loads((run_dir / "stage2_evidence.jsonl").read_bytes().splitlines()[1])["record"]
     ev = ClaimEvidence.from_dict(rec)

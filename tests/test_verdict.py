@@ -15,7 +15,7 @@ from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.records import (
     Chunk, ClaimEvidence, EvidenceSnippet, HydeResult, Prediction, Query, QueryEvidence,
 )
-from sanctuary_local.stages.verdict import (
+from sanctuary_local.stages.verdict.line import (
     build_verdict_request, evidence_items, format_evidence, run_verdict, verdict_prompt_hash,
 )
 from test_hyde import CLAIM, ScriptedBackend

@@ -213,8 +213,8 @@ def _evidence_for(claim_index: int, injected: bool = False):  # noqa: ANN202
 def test_trained_stage_gives_probabilities_label_and_a_justification(tfidf_model: Path) -> None:
     from sanctuary_local.config.settings import VerdictConfig
     from sanctuary_local.records import Claim, HydeResult
-    from sanctuary_local.stages import verdict
-    from sanctuary_local.stages.verdict_trained import load_trained
+    from sanctuary_local.stages.verdict import line as verdict
+    from sanctuary_local.stages.verdict.trained import load_trained
 
     cfg = VerdictConfig(mode="trained", trained_model=str(tfidf_model))
     claim = Claim(index=0, text="The Eiffel Tower grows by up to 15 centimetres in summer.")
@@ -233,10 +233,10 @@ def test_trained_stage_reads_the_redacted_copy(tfidf_model: Path) -> None:
     """A snippet that looks like an instruction reaches the model redacted, as in every mode."""
     from sanctuary_local.config.settings import VerdictConfig
     from sanctuary_local.records import Claim, HydeResult
-    from sanctuary_local.stages import verdict
-    from sanctuary_local.stages.verdict_draft import Context, Draft
-    from sanctuary_local.stages.verdict_prompt import guard_flagged
-    from sanctuary_local.stages.verdict_trained import _input, load_trained
+    from sanctuary_local.stages.verdict import line as verdict
+    from sanctuary_local.stages.verdict.draft import Context, Draft
+    from sanctuary_local.stages.verdict.prompt import guard_flagged
+    from sanctuary_local.stages.verdict.trained import _input, load_trained
 
     cfg = VerdictConfig(mode="trained", trained_model=str(tfidf_model))
     claim = Claim(index=0, text="The Eiffel Tower grows in summer.")
@@ -262,8 +262,8 @@ def test_shipped_model_on_one_claim_through_the_stage() -> None:
     """The default profile's model, as shipped (hash-checked on load), on one claim."""
     from sanctuary_local.config.settings import load_config
     from sanctuary_local.records import Claim, HydeResult
-    from sanctuary_local.stages import verdict
-    from sanctuary_local.stages.verdict_trained import load_trained
+    from sanctuary_local.stages.verdict import line as verdict
+    from sanctuary_local.stages.verdict.trained import load_trained
     from sanctuary_local.verdict_model.store import read_card, resolve
 
     cfg = load_config("cpu")

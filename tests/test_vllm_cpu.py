@@ -23,7 +23,7 @@ from sanctuary_local.models.prep import SOURCE_RECORD
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.prompts import load_schema
 from sanctuary_local.records import LABELS
-from sanctuary_local.stages.verdict_prompt import answer_tokens
+from sanctuary_local.stages.verdict.prompt import answer_tokens
 
 pytestmark = pytest.mark.vllm
 REPO = Path(__file__).resolve().parents[1]

@@ -110,7 +110,7 @@ def _template_hashes(cfg: Config) -> dict[str, str]:
         from sanctuary_local.stages.decompose import decompose_prompt_hash
         from sanctuary_local.stages.followup import followup_prompt_hash
         from sanctuary_local.stages.hyde import hyde_prompt_hash
-        from sanctuary_local.stages.verdict_hash import config_prompt_hash
+        from sanctuary_local.stages.verdict.prompt_hash import config_prompt_hash
 
         return {"hyde": hyde_prompt_hash(cfg.hyde.prompt), "decompose": decompose_prompt_hash(cfg.decompose),
                 "followup": followup_prompt_hash(cfg.followup.prompt), "verdict": config_prompt_hash(cfg.verdict)}

@@ -86,7 +86,7 @@ def stage_followup(run: RunState, claims: list[Claim], level: int) -> None:
 
 def stage_verdict(run: RunState, claims: list[Claim], level: int) -> None:
     """Stage 3: the verdict of every claim with evidence, completed by ``with_upstream``."""
-    from sanctuary_local.stages import verdict as verdict_stage
+    from sanctuary_local.stages.verdict import line as verdict_stage
 
     evidence = run.final_evidence()
     cfg = apply_level(run.cfg, level)
