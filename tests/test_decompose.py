@@ -203,7 +203,7 @@ def test_bad_trust_files_name_the_file_and_entry(tmp_path: Path, content, match:
 
 def test_report_shows_the_parts_and_their_labels_escaped() -> None:
     from sanctuary_local.records import Prediction
-    from sanctuary_local.report import render_claim
+    from sanctuary_local.report.pages import render_claim
 
     meta = {"components": {"parts": [{"text": "Nike made <b>shoes</b>.", "label": SUPPORTED},
                                      {"text": "They contain blood.", "label": None}],

@@ -37,7 +37,7 @@ from sanctuary_local.io.leaderboard import LeaderboardRow, atomic_write_bytes, w
 from sanctuary_local.io.predictions import write_predictions_json
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.records import HydeResult, Prediction, Query
-from sanctuary_local.report import write_report
+from sanctuary_local.report.build import write_report
 from sanctuary_local.run.stage_files import STAGE_FILES, STATE_FILE, StageFile, check_state
 
 REPO = Path(__file__).resolve().parents[1]
@@ -384,7 +384,7 @@ def test_dev_zero_through_run_state_json_is_named_on_the_pages(tmp_path: Path) -
     run = _run_dir(tmp_path, "/dev/zero")
     res = _in_child(
         "    from pathlib import Path\n"
-        "    from sanctuary_local.report import write_report\n"
+        "    from sanctuary_local.report.build import write_report\n"
         f"    s = write_report(Path({str(run)!r}))\n"
         "    assert '/dev/zero' in s.store_problem, s\n")
     assert res["ok"], res
@@ -398,7 +398,7 @@ def test_run_files_linked_to_dev_zero_do_not_eat_memory(tmp_path: Path, name: st
     (run / name).symlink_to("/dev/zero")
     res = _in_child(
         "    from pathlib import Path\n"
-        "    from sanctuary_local.report import write_report\n"
+        "    from sanctuary_local.report.build import write_report\n"
         f"    write_report(Path({str(run)!r}))\n")
     assert res["ok"] or res["kind"] == "UserError", res
     assert res["seconds"] < DEADLINE_S

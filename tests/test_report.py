@@ -24,7 +24,8 @@ from sanctuary_local.io.claims import read_claims
 from sanctuary_local.io.predictions import write_predictions_json
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.records import EvidenceItem, HydeResult, Prediction, Query
-from sanctuary_local.report import ReportSnippet, claim_snippets, render_claim, write_report
+from sanctuary_local.report.build import write_report
+from sanctuary_local.report.pages import ReportSnippet, claim_snippets, render_claim
 from sanctuary_local.run.stage_files import STAGE_FILES, StageFile, check_state
 
 REPO = Path(__file__).resolve().parents[1]
