@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from sanctuary_local.records import CONFLICTING, LABELS, NEE, REFUTED, SUPPORTED
+from sanctuary_local.records import CONFLICTING, NEE, REFUTED, SUPPORTED
 
 # ------------------------------------------------------------------------ labels
 
