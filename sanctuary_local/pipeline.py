@@ -5,7 +5,7 @@ lists its modules).
 Stage-major execution (paper §4, made batched): stage 1 (HyDE) for all pending claims
 with its model loaded once → model released → stage 2 (retrieval) in a process pool →
 stage 3 (verdict) for all claims with its model. Every finished record is fsync'ed to
-its stage JSONL (``runstate.StageFile``) so a rerun resumes exactly where a crash or
+its stage JSONL (``run/stage_files.StageFile``) so a rerun resumes exactly where a crash or
 ``kill -9`` stopped. One bad claim never stops the run: it is flagged and still gets a
 valid prediction. With ``budget_s`` a pilot measures the first claims and later claims
 are degraded along a documented knob ladder (``run/budget.py``).

@@ -163,7 +163,7 @@ def test_disk_full_on_a_real_tmpfs(tmpfs: Path | None, monkeypatch: pytest.Monke
 
 
 class _HalfWriteOS:
-    """``os`` for runstate whose ``write`` stores half the bytes, then fails like a full disk."""
+    """``os`` for run/stage_files whose ``write`` stores half the bytes, then fails like a full disk."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(os, name)

@@ -63,7 +63,7 @@ def test_changed_config_refused_unless_force(tmp_path: Path) -> None:
 
 
 class _DiskFullOS:
-    """``os`` for runstate whose ``write`` stores part of the bytes, then fails (ENOSPC)."""
+    """``os`` for run/stage_files whose ``write`` stores part of the bytes, then fails (ENOSPC)."""
 
     def __getattr__(self, name):
         import os

@@ -1,7 +1,7 @@
 """What decides a run's results, and only that: the run fingerprint (issue 29).
 
 ``run_state.json`` keeps it; a rerun in the same ``--out`` resumes only when it is equal
-(``runstate.check_state``), and ``run --reuse-from`` compares it stage by stage
+(``stage_files.check_state``), and ``run --reuse-from`` compares it stage by stage
 (``reuse.py``). Its parts:
 
 - ``config``: the effective config less ``EXECUTION_SETTINGS`` (how many processes and

@@ -21,7 +21,7 @@ __all__ = ["RunState", "StopPoints", "open_stage_files"]
 
 log = logging.getLogger("sanctuary_local")
 
-#: Stage-file name (``runstate.STAGE_FILES``) → the record type its lines hold.
+#: Stage-file name (``stage_files.STAGE_FILES``) → the record type its lines hold.
 _RECORDS = {"decompose": Decomposition, "hyde": HydeResult, "retrieval": ClaimEvidence,
             "followup_questions": HydeResult, "followup": ClaimEvidence, "verdict": Prediction}
 
