@@ -34,7 +34,7 @@ HF_DIR = ROOT / "models" / "qwen2.5-coder-0.5b-instruct-hf"
 def start_server(kind: str, log: Path) -> tuple[subprocess.Popen, str]:
     """One server on a free loopback port (it dies with this script); its process and /v1 URL."""
     from sanctuary_local.llm import local_server
-    from sanctuary_local.models import resolve_model
+    from sanctuary_local.models.resolve import resolve_model
 
     port = local_server.free_port()
     cmd = (local_server.vllm_cmd(HF_DIR, port) if kind == "vllm"
@@ -53,9 +53,9 @@ def main() -> None:
     ap.add_argument("--schema", action="store_true", help="send the stage-1 JSON schema (response_format)")
     args = ap.parse_args()
 
-    from sanctuary_local.config import load_config
-    from sanctuary_local.llm import local_server
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.io.claims import read_claims
+    from sanctuary_local.llm import local_server
     from sanctuary_local.llm import make_backend
     from sanctuary_local.stages.hyde import build_hyde_request
 

@@ -25,7 +25,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from sanctuary_local.config import load_config
+from sanctuary_local.config.settings import load_config
 from sanctuary_local.io.claims import read_claims
 from sanctuary_local.llm import make_backend
 from sanctuary_local.stages.hyde import build_hyde_request, parse_hyde

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from sanctuary_local.config import load_config
+from sanctuary_local.config.settings import load_config
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.records import Query
 

@@ -34,7 +34,7 @@ HF_DIR = "qwen2.5-coder-0.5b-instruct-hf"
 
 def engine_config(engine: str, structured: bool, threads: int):
     """The stage-1 config for ``engine``: the vllm-cpu profile, or the same with llama.cpp."""
-    from sanctuary_local.config import load_config
+    from sanctuary_local.config.settings import load_config
 
     cfg = load_config(str(ROOT / "sanctuary_local" / "profiles" / "vllm-cpu.toml"))
     llm = replace(cfg.hyde.llm, structured_output=structured)

@@ -17,12 +17,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from sanctuary_local.config import load_config
+from sanctuary_local.config.settings import load_config
 from sanctuary_local.io.claims import read_claims
 from sanctuary_local.llm import make_backend
 from sanctuary_local.records import ClaimEvidence, QueryEvidence
 from sanctuary_local.stages.hyde import build_hyde_request, parse_hyde
-from sanctuary_local.stages.verdict import build_verdict_request, parse_verdict
+from sanctuary_local.stages.verdict.line import build_verdict_request, parse_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -33,7 +33,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quality_surrogate import coarse_recall, gold_queries  # noqa: E402
 
-from sanctuary_local.config import load_config  # noqa: E402
+from sanctuary_local.config.settings import load_config  # noqa: E402
 from sanctuary_local.corpus.build import build_index  # noqa: E402
 from sanctuary_local.corpus.source import CorpusSource  # noqa: E402
 from sanctuary_local.io.claims import read_claims  # noqa: E402

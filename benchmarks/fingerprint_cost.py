@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sanctuary_local.config import load_config
-from sanctuary_local.fingerprint import HashCache, code_identity, model_identities, prompt_identities, store_identity
+from sanctuary_local.config.settings import load_config
 from sanctuary_local.io.store import KnowledgeStore
+from sanctuary_local.run.fingerprint import HashCache, code_identity, model_identities, prompt_identities, store_identity
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -50,29 +50,23 @@ import os
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-DEFAULT_CLAIMS = SHARED / "data" / "averitec" / "dev_part_a.json"
-RESULTS = REPO / "benchmarks" / "results"
-#: Flags whose rate the table reports (a claim counts once per flag).
-RATE_FLAGS = ("hyde_claim_fallback", "hyde_repaired", "hyde_line_fallback", "verdict_label_inferred",
-              "verdict_label_fallback", "verdict_truncated", "verdict_trimmed", "evidence_placeholder",
-              "suspected_injection")
+# the rows' figures are computed in quality_stats.py, the tables and charts written by quality_report.py
+from bench_common import DEFAULT_CLAIMS, RESULTS, SHARED, parse_range
+from quality_report import compare_markdown, to_markdown, write
+from quality_stats import (
+    as_examples, budget_levels, citation_rates, decomposition_stats, flag_rates, followup_stats, llm_usage, score,
+    stage_seconds,
+)
+
 MAJORITY = "Refuted"
 
 
 # ---------------------------------------------------------------------------- inputs
-def parse_range(text: str) -> tuple[int, int]:
-    lo, _, hi = text.partition(":")
-    return int(lo or 0), int(hi)
-
-
 def ensure_store(claims: Path, lo: int, hi: int, work: Path) -> Path:
     """The surrogate store for claims [lo, hi), built once (deterministic, seconds)."""
     store = work / f"surrogate_{lo}_{hi}"
@@ -84,27 +78,6 @@ def ensure_store(claims: Path, lo: int, hi: int, work: Path) -> Path:
     subprocess.run([sys.executable, str(tool), "--claims", str(claims), "--out", str(store), "--indices", f"{lo}:{hi}"],
                    check=True)
     return store
-
-
-# ---------------------------------------------------------------------------- rows
-def score(gold: list, pred: list, workers: int | None) -> dict[str, Any]:
-    """Label metrics + Hungarian METEOR of ``pred`` against ``gold`` (EvalExample lists)."""
-    from sanctuary_local.evaluation.evaluate import evaluate
-    from sanctuary_local.evaluation.inputs import align
-
-    report = evaluate(align(gold, pred), workers=workers)
-    d = report.to_dict()
-    return {
-        "n": d["n_claims"],
-        "accuracy": d["labels"]["accuracy"],
-        "macro_f1": d["labels"]["macro_f1"],
-        "per_class": d["labels"]["per_class"],
-        "confusion": d["labels"]["confusion"],
-        "q_only": d["meteor"]["q_only"],
-        "qa": d["meteor"]["qa"],
-        "averitec_0.25": d["meteor"]["averitec_score"],
-        "pred_label_counts": dict(Counter(p.label for p in pred)),
-    }
 
 
 def evidence_source(args: argparse.Namespace, lo: int, hi: int) -> tuple[Path, dict[str, Any]]:
@@ -167,13 +140,13 @@ def oracle_evidence(claim) -> Any:
 
 def oracle_run(args: argparse.Namespace, claims: list, work: Path) -> Path:
     """Stage 3 alone on gold evidence, one claim at a time, persisted (resumable)."""
-    from sanctuary_local.config import load_config
     from sanctuary_local.cli.run_cmd import parse_overrides
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.llm import make_backend
-    from sanctuary_local.models import set_offline_env
+    from sanctuary_local.models.resolve import set_offline_env
     from sanctuary_local.records import HydeResult, Prediction
-    from sanctuary_local.runstate import StageFile, check_state
-    from sanctuary_local.stages.verdict import run_verdict
+    from sanctuary_local.run.stage_files import StageFile, check_state
+    from sanctuary_local.stages.verdict.line import run_verdict
 
     set_offline_env()
     cfg = load_config(args.profile, parse_overrides(args.set) if args.set else None)
@@ -184,7 +157,7 @@ def oracle_run(args: argparse.Namespace, claims: list, work: Path) -> Path:
     if todo:
         trained = None
         if cfg.verdict.mode == "trained":  # the classifier, no LLM
-            from sanctuary_local.stages.verdict_trained import load_trained
+            from sanctuary_local.stages.verdict.trained import load_trained
 
             trained = load_trained(cfg.verdict.trained_model, cfg.verdict.trained_rule)
         backend = make_backend(cfg.verdict.llm, cfg.models_dir) if trained is None else None
@@ -200,111 +173,6 @@ def oracle_run(args: argparse.Namespace, claims: list, work: Path) -> Path:
             if backend is not None:
                 backend.close()
     return out
-
-
-def as_examples(preds: list, *, label_of=lambda p: p.label) -> list:
-    from sanctuary_local.evaluation.inputs import EvalExample
-
-    return [EvalExample(str(p.claim_id), p.claim, label_of(p) or "", tuple((e.question, e.answer) for e in p.evidence))
-            for p in preds]
-
-
-def stage_seconds(run_dir: Path, indices: list[int]) -> dict[str, float | None]:
-    """Mean seconds per claim of each stage, from the per-claim records of the stage files."""
-    from sanctuary_local.runstate import STAGE_FILES
-
-    out: dict[str, float | None] = {}
-    for stage, name in STAGE_FILES.items():
-        secs = []
-        path = run_dir / name
-        for line in path.read_bytes().splitlines() if path.exists() else []:
-            obj = orjson.loads(line)
-            if obj["claim_index"] in indices:
-                secs.append(float((obj.get("extra") or {}).get("seconds", 0.0)))
-        out[stage] = round(sum(secs) / len(secs), 2) if secs else None
-    return out
-
-
-def citation_rates(preds: list) -> dict[str, float | None]:
-    from sanctuary_local.stages.verdict import citation_rates as rates
-
-    return rates(preds)
-
-
-def followup_stats(preds: list) -> dict[str, float] | None:
-    """The follow-up round (followup.enabled): share of claims that got new questions, new
-    questions per such claim, and the share of those questions that found a snippet."""
-    fs = [p.meta["followup"] for p in preds if isinstance(p.meta.get("followup"), dict)]
-    if not fs:
-        return None
-    asked = [f for f in fs if f["questions"]]
-    n_q = sum(len(f["questions"]) for f in asked)
-    return {"claims": len(fs), "claims_asked": round(len(asked) / len(fs), 3),
-            "questions_per_asked_claim": round(n_q / len(asked), 2) if asked else None,
-            "questions_found": round(sum(f["found"] for f in asked) / n_q, 3) if n_q else None,
-            "completion_tokens_per_asked_claim": round(sum(f["completion_tokens"] for f in asked) / len(asked), 1) if asked else None}
-
-
-def decomposition_stats(preds: list) -> dict[str, float] | None:
-    """The decomposition (decompose.enabled): share of claims split into several parts, parts
-    per split claim, share of split claims whose every part got a label (the AND decided),
-    and share where the AND label differs from the model's own."""
-    ds = [p for p in preds if isinstance(p.meta.get("decomposition"), dict)]
-    if not ds:
-        return None
-    split = [p for p in ds if isinstance(p.meta.get("components"), dict)]
-    decided = [p for p in split if p.meta["components"]["and_label"] is not None]
-    return {"claims": len(ds), "split": round(len(split) / len(ds), 3),
-            "parts_per_split_claim": round(sum(len(p.meta["components"]["parts"]) for p in split) / len(split), 2) if split else None,
-            "and_decided": round(len(decided) / len(split), 3) if split else None,
-            "and_overrode": round(sum(p.meta["components"]["and_label"] != p.meta["components"]["model_label"]
-                                      for p in decided) / len(split), 3) if split else None}
-
-
-def llm_usage(run_dir: Path, indices: list[int]) -> dict[str, dict[str, float] | None]:
-    """Per LLM stage, from each claim's generation record: prompt, reused-prefix ("cached": prefill
-    saved) and completion tokens per claim, and tokens/s in and out over the generation seconds."""
-    from sanctuary_local.runstate import STAGE_FILES
-
-    def gen_of(stage: str, rec: dict) -> dict:
-        return rec.get("generation") or {} if stage in ("decompose", "hyde", "followup_questions") else rec.get("meta") or {}
-
-    out: dict[str, dict[str, float] | None] = {}
-    for stage in ("decompose", "hyde", "followup_questions", "verdict"):
-        path, gens = run_dir / STAGE_FILES[stage], []
-        for line in path.read_bytes().splitlines() if path.exists() else []:
-            obj = orjson.loads(line)
-            if obj["claim_index"] in indices:
-                gens.append(gen_of(stage, obj["record"]))
-        if stage in ("decompose", "followup_questions"):
-            gens = [g for g in gens if g.get("prompt_tokens")]  # claims without gaps made no follow-up request
-            if not gens:
-                continue  # the mode was off in this run
-        if not gens:
-            out[stage] = None
-            continue
-        tot = {k: sum(float(g.get(k) or 0) for g in gens) for k in ("prompt_tokens", "cached_tokens", "completion_tokens", "seconds")}
-        n, secs = len(gens), tot["seconds"] or float("nan")
-        out[stage] = {"claims": n, "prompt_tokens_per_claim": round(tot["prompt_tokens"] / n, 1),
-                      "prefill_saved_per_claim": round(tot["cached_tokens"] / n, 1),
-                      "completion_tokens_per_claim": round(tot["completion_tokens"] / n, 1),
-                      "tokens_per_s_in": round(tot["prompt_tokens"] / secs, 1),
-                      "tokens_per_s_out": round(tot["completion_tokens"] / secs, 2)}
-    return out
-
-
-def budget_levels(preds: list) -> dict[str, int] | None:
-    """Claims per budget level (the highest of a claim's stages) of a ``--budget-s`` run; None otherwise."""
-    levels = [max(p.meta["budget"]["levels"].values()) for p in preds if "budget" in p.meta]
-    if not levels:
-        return None
-    counts = Counter(int(x) for x in levels)
-    return {str(k): counts[k] for k in sorted(counts)}
-
-
-def flag_rates(preds: list) -> dict[str, float]:
-    n = max(1, len(preds))
-    return {f: round(sum(any(x.split(":")[0] == f for x in p.flags) for p in preds) / n, 3) for f in RATE_FLAGS}
 
 
 def evaluate_all(args: argparse.Namespace) -> dict[str, Any]:
@@ -330,7 +198,7 @@ def evaluate_all(args: argparse.Namespace) -> dict[str, Any]:
     if args.oracle:
         oracle_dir = work / "oracle" if args.eval_only else oracle_run(args, claims, work)
         from sanctuary_local.records import Prediction
-        from sanctuary_local.runstate import StageFile
+        from sanctuary_local.run.stage_files import StageFile
 
         sf = StageFile(oracle_dir / "stage3_oracle.jsonl", Prediction.from_dict)
         done = [c for c in claims if c.index in sf]  # all of them unless --eval-only scores a stopped run
@@ -367,220 +235,6 @@ def evaluate_all(args: argparse.Namespace) -> dict[str, Any]:
 def _models(run_dir: Path) -> dict[str, str]:
     man = orjson.loads((run_dir / "manifest.json").read_bytes())
     return {role: str(m.get("name")) for role, m in man.get("models", {}).items()}
-
-
-# ---------------------------------------------------------------------------- report
-ROW_TITLES = {"system": "system (stages 1-3)", "majority_baseline": "majority class (Refuted, no evidence)",
-              "system_on_oracle_claims": "system, on the oracle row's claims only",
-              "retrieval_only": "retrieval only (stage-1 label, stage 1+2 evidence)",
-              "oracle_evidence": "oracle evidence (stage 3 on gold QA)"}
-
-
-def _f(v: Any) -> str:
-    return "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
-
-
-def source_text(res: dict[str, Any]) -> str:
-    """Where the evidence came from, in words (results made before it was recorded: the store)."""
-    src = res.get("evidence_source") or {"kind": "surrogate store"}
-    if src["kind"] != "corpus index":
-        return "surrogate knowledge store"
-    return (f"corpus index `{src['path']}` ({src['generation']}: {src['documents']:,} documents, "
-            f"{src['segments']:,} segments, {src['text_mb']} MB), searched for every claim")
-
-
-def to_markdown(res: dict[str, Any]) -> str:
-    lines = [f"# Quality, end to end: {res['label']}", "",
-             f"Profile `{res['profile']}`{' with ' + ', '.join(res['overrides']) if res['overrides'] else ''}, "
-             f"AVeriTeC dev claims {res['indices']} ({res['n_claims']} claims), {source_text(res)}. "
-             f"Models: {', '.join(f'{k}={v}' for k, v in res['models'].items() if v)}. "
-             f"{res['machine']['cpus']} CPUs, load average at the end {res['machine']['loadavg_at_end']}; {res['date']}.", "",
-             "| row | accuracy | macro-F1 | Q-only METEOR | Q+A METEOR | AVeriTeC @0.25 |", "|---|---|---|---|---|---|"]
-    for key, row in res["rows"].items():
-        title = ROW_TITLES.get(key, key) + (f" ({row['n']} claims)" if row["n"] != res["n_claims"] else "")
-        lines.append(f"| {title} | {_f(row['accuracy'])} | {_f(row['macro_f1'])} | {_f(row['q_only'])} | "
-                     f"{_f(row['qa'])} | {_f(row['averitec_0.25'])} |")
-    sysrow = res["rows"]["system"]
-    if res.get("budget_levels"):
-        how = f"`--budget-s {res['budget_s']:g}`" if res.get("budget_s") else "a latency budget (`run --budget-s`)"
-        lines += ["", f"Run with {how}: claims per degradation level (`budget.py`; the highest level of a "
-                  f"claim's stages): {res['budget_levels']}."]
-    lines += ["", "The oracle row's evidence is the gold QA itself, so its METEOR is not shown and its AVeriTeC score "
-              "equals its accuracy.", "",
-              "## System: per class", "", "| class | precision | recall | F1 | gold support |", "|---|---|---|---|---|"]
-    for cls, s in sysrow["per_class"].items():
-        lines.append(f"| {cls} | {s['precision']:.3f} | {s['recall']:.3f} | {s['f1']:.3f} | {s['support']} |")
-    labels = list(sysrow["per_class"])
-    short = [lbl.split("/")[0].replace("Not Enough Evidence", "NEE") for lbl in labels]
-    lines += ["", "Confusion (rows gold, columns predicted):", "", "| gold \\ pred | " + " | ".join(short) + " |",
-              "|---" * (len(labels) + 1) + "|"]
-    lines += [f"| {s} | " + " | ".join(str(x) for x in row) + " |" for s, row in zip(short, sysrow["confusion"])]
-    lines += ["", f"Predicted labels: {sysrow['pred_label_counts']}", "", "## Seconds per claim per stage", "",
-              "| stage 1 (HyDE) | stage 2 (retrieval) | stage 3 (verdict) | oracle stage 3 |", "|---|---|---|---|",
-              f"| {_f(res['stage_s_per_claim'].get('hyde'))} | {_f(res['stage_s_per_claim'].get('retrieval'))} | "
-              f"{_f(res['stage_s_per_claim'].get('verdict'))} | {_f(res['rows'].get('oracle_evidence', {}).get('verdict_s_per_claim'))} |",
-              *(["", f"Follow-up round (questions + retrieval): {_f(res['stage_s_per_claim'].get('followup'))} s/claim."]
-                if res['stage_s_per_claim'].get('followup') is not None else []),
-              *(["", f"Decomposition (split + checks): {_f(res['stage_s_per_claim'].get('decompose'))} s/claim."]
-                if res['stage_s_per_claim'].get('decompose') is not None else []),
-              "", *usage_markdown([res]), *citations_markdown(res), *modes_markdown(res),
-              "", "## Flag rates (share of claims)", "", "| flag | system | oracle |", "|---|---|---|"]
-    orates = res["rows"].get("oracle_evidence", {}).get("flag_rates", {})
-    lines += [f"| {f} | {r:.3f} | {_f(orates.get(f))} |" for f, r in res["flag_rates"].items()]
-    lines += ["", "Command: `python benchmarks/quality_e2e.py " + " ".join(res.get("argv", [])) + "`", ""]
-    return "\n".join(lines)
-
-
-def write_png(results: list[dict[str, Any]], path: Path) -> Path:
-    """Bars of accuracy / macro-F1 / AVeriTeC@0.25 per row (and per result when comparing)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    metrics = ("accuracy", "macro_f1", "averitec_0.25")
-    bars = [(f"{r['label']}: {k}" if len(results) > 1 else ROW_TITLES.get(k, k), row)
-            for r in results for k, row in r["rows"].items()]
-    fig, ax = plt.subplots(figsize=(10, 0.9 + 0.55 * len(bars)), dpi=100)
-    y = np.arange(len(bars))
-    for j, m in enumerate(metrics):
-        ax.barh(y + (j - 1) * 0.26, [row[m] for _, row in bars], height=0.26, label=m)
-    ax.set_yticks(y, [name for name, _ in bars], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1)
-    ax.legend(loc="lower right", fontsize=8)
-    ax.set_title("quality, end to end: " + ", ".join(f"{r['label']} (claims {r['indices']})" for r in results), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-def write_confusion_png(res: dict[str, Any], path: Path) -> Path | None:
-    """Per-label confusion matrices (rows gold, columns predicted) of the system row and,
-    when it ran, the oracle-evidence row; None when the result holds no confusion."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    from sanctuary_local.records import LABELS
-
-    rows = [(k, r) for k, r in res["rows"].items() if k in ("system", "oracle") and r.get("confusion")]
-    if not rows:
-        return None
-    short = ["Supported", "Refuted", "NEE", "Conflicting/\nCherrypicking"]
-    fig, axes = plt.subplots(1, len(rows), figsize=(5.2 * len(rows), 4.6), dpi=100, squeeze=False)
-    for ax, (key, r) in zip(axes[0], rows):
-        m = np.array(r["confusion"])
-        ax.imshow(m, cmap="Blues")
-        for i in range(len(LABELS)):
-            for j in range(len(LABELS)):
-                ax.text(j, i, str(m[i, j]), ha="center", va="center", color="white" if m[i, j] > m.max() / 2 else "black")
-        ax.set_xticks(range(len(LABELS)), short, fontsize=8)
-        ax.set_yticks(range(len(LABELS)), short, fontsize=8)
-        ax.set_xlabel("predicted")
-        ax.set_ylabel("gold")
-        ax.set_title(f"{ROW_TITLES.get(key, key)}\nacc {r['accuracy']:.3f}, macro-F1 {r['macro_f1']:.3f}", fontsize=9)
-    fig.suptitle(f"{res['label']}: claims {res['indices']}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-#: The optional modes' stats tables: result key, title, (column title, stat key) pairs.
-MODE_TABLES = (
-    ("followup", "Follow-up round (followup.enabled)",
-     (("claims", "claims"), ("share asked", "claims_asked"), ("questions per asked claim", "questions_per_asked_claim"),
-      ("share of questions that found a snippet", "questions_found"),
-      ("completion tokens per asked claim", "completion_tokens_per_asked_claim"))),
-    ("decomposition", "Decomposition (decompose.enabled)",
-     (("claims", "claims"), ("share split in parts", "split"), ("parts per split claim", "parts_per_split_claim"),
-      ("share where the AND decided", "and_decided"), ("share where it changed the model's label", "and_overrode"))),
-)
-
-
-def modes_markdown(res: dict[str, Any]) -> list[str]:
-    """One small table per optional mode that ran (results without it: nothing)."""
-    lines: list[str] = []
-    for key, title, cols in MODE_TABLES:
-        stats = res.get(key)
-        if stats:
-            lines += ["", f"## {title}", "", "| " + " | ".join(c for c, _ in cols) + " |", "|---" * len(cols) + "|",
-                      "| " + " | ".join(_f(stats[k]) for _, k in cols) + " |"]
-    return lines
-
-
-def citations_markdown(res: dict[str, Any]) -> list[str]:
-    c = res.get("citations") or {}
-    if c.get("validity_before") is None:
-        return []
-    return ["", "## Citations (verdict.citations)", "", "| valid citations before the re-ask | after | clean verdicts "
-            "before | after | verdicts re-asked | verdicts with a valid citation |", "|---|---|---|---|---|---|",
-            f"| {_f(c['validity_before'])} | {_f(c['validity_after'])} | {_f(c.get('clean_before'))} | "
-            f"{_f(c.get('clean_after'))} | {_f(c['reasked'])} | {_f(c['verdicts_with_valid_citation'])} |"]
-
-
-def usage_markdown(results: list[dict[str, Any]]) -> list[str]:
-    """The LLM stages' token accounting (results made before it existed have none: skipped)."""
-    rows = [(r["label"], st, u) for r in results for st, u in (r.get("llm_usage") or {}).items() if u]
-    if not rows:
-        return []
-    lines = ["## LLM tokens per claim and throughput", "",
-             "Prefill saved = prompt tokens whose KV cache was reused from the previous request "
-             "(the shared instructions and few-shot prefix); tokens/s over the generation seconds.", "",
-             "| result | stage | prompt tokens | prefill saved | completion tokens | tokens/s in | tokens/s out |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {lbl} | {st} | {u['prompt_tokens_per_claim']} | {u['prefill_saved_per_claim']} | "
-              f"{u['completion_tokens_per_claim']} | {u['tokens_per_s_in']} | {u['tokens_per_s_out']} |" for lbl, st, u in rows]
-    return lines
-
-
-def compare_markdown(results: list[dict[str, Any]], title: str) -> str:
-    lines = [f"# Quality comparison: {title}", "",
-             "| result | profile | claims | row | accuracy | macro-F1 | Q+A METEOR | AVeriTeC @0.25 | s/claim (1 / 2 / 3) |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in results:
-        st = r["stage_s_per_claim"]
-        secs = f"{_f(st.get('hyde'))} / {_f(st.get('retrieval'))} / {_f(st.get('verdict'))}"
-        if st.get("followup") is not None:
-            secs += f" (+ {_f(st['followup'])} follow-up)"
-        if st.get("decompose") is not None:
-            secs += f" (+ {_f(st['decompose'])} decomposition)"
-        for key, row in r["rows"].items():
-            lines.append(f"| {r['label']} | {r['profile']} | {r['indices']} | {ROW_TITLES.get(key, key)} | {_f(row['accuracy'])} | "
-                         f"{_f(row['macro_f1'])} | {_f(row['qa'])} | {_f(row['averitec_0.25'])} | {secs if key == 'system' else ''} |")
-    lines += ["", "| result | " + " | ".join(RATE_FLAGS) + " |", "|---" * (len(RATE_FLAGS) + 1) + "|"]
-    lines += [f"| {r['label']} | " + " | ".join(f"{r['flag_rates'].get(f, 0):.3f}" for f in RATE_FLAGS) + " |" for r in results]
-    lines += ["", *usage_markdown(results)]
-    lines += ["", "| result | models | CPUs | load average at the end | date |", "|---|---|---|---|---|"]
-    lines += [f"| {r['label']} | {', '.join(sorted(set(v for v in r['models'].values() if v)))} | {r['machine']['cpus']} | "
-              f"{r['machine']['loadavg_at_end']} | {r['date']} |" for r in results]
-    lines += ["", "| result | evidence |", "|---|---|"]
-    lines += [f"| {r['label']} | {source_text(r)} |" for r in results]
-    lines += [f"\nNote on {r['label']}: {r['note']}" for r in results if r.get("note")]
-    return "\n".join(lines) + "\n"
-
-
-def write(res_or_list: Any, label: str, out_dir: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = out_dir / f"quality_e2e_{label}"
-    if isinstance(res_or_list, list):
-        md = compare_markdown(res_or_list, label)
-        data = {"label": label, "compare": [r["label"] for r in res_or_list], "results": res_or_list}
-        results = res_or_list
-    else:
-        md, data, results = to_markdown(res_or_list), res_or_list, [res_or_list]
-    paths = [Path(f"{stem}.json"), Path(f"{stem}.md"), Path(f"{stem}.png")]
-    paths[0].write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
-    paths[1].write_text(md, "utf-8")
-    write_png(results, paths[2])
-    if not isinstance(res_or_list, list) and write_confusion_png(res_or_list, Path(f"{stem}_confusion.png")):
-        paths.append(Path(f"{stem}_confusion.png"))
-    return paths
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from sanctuary_local.config import load_config
+from sanctuary_local.config.settings import load_config
 from sanctuary_local.io.claims import read_claims
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.records import ClaimEvidence, HydeResult, Query

@@ -33,22 +33,22 @@ def main() -> int:
     ap.add_argument("--out", default=str(REPO / "benchmarks/results"))
     args = ap.parse_args()
     import quality_e2e as q  # a sibling script: python puts benchmarks/ on sys.path
-    from sanctuary_local.config import Config
+    from sanctuary_local.config.settings import Config
     from sanctuary_local.evaluation.inputs import load_gold
     from sanctuary_local.io.claims import read_claims
     from sanctuary_local.llm import make_backend
     from sanctuary_local.llm.base import ChatResult
-    from sanctuary_local.models import set_offline_env
+    from sanctuary_local.models.resolve import set_offline_env
     from sanctuary_local.records import ClaimEvidence, HydeResult, Prediction
-    from sanctuary_local.runstate import STAGE_FILES, StageFile
-    from sanctuary_local.stages.parsing import parse_verdict_output
-    from sanctuary_local.stages.verdict import build_verdict_request, reask_missing_labels
+    from sanctuary_local.run.stage_files import STAGE_FILES, StageFile
+    from sanctuary_local.stages.verdict.line import build_verdict_request, reask_missing_labels
+    from sanctuary_local.stages.verdict.parsing import parse_verdict_output
 
     set_offline_env()
     run = Path(args.run)
     raw_cfg = orjson.loads((run / "config.json").read_bytes())
     cfg = Config()
-    from sanctuary_local.config import _merge  # the run's own effective config
+    from sanctuary_local.config.settings import _merge  # the run's own effective config
 
     _merge(cfg, {k: v for k, v in raw_cfg.items() if k != "profile"}, str(run / "config.json"))
     hyde = StageFile(run / STAGE_FILES["hyde"], HydeResult.from_dict)

@@ -6,7 +6,7 @@ stop a run (e.g. WordNet, which only ``eval`` needs); ``LATER`` is done by the f
 itself (a GGUF assembled from its installed part wheels, a static model distilled).
 
 Offline and cheap: packages are looked up with ``importlib.util.find_spec`` (not imported),
-a model file with a valid verification record (``model_parts.recorded_ok``: the size and
+a model file with a valid verification record (``models.parts.recorded_ok``: the size and
 mtime it had when its SHA-256 was checked) is trusted as a run trusts it, unless
 ``rehash`` asks to re-hash it; a file without such a record is hashed, as a run would;
 nothing is assembled, distilled or downloaded. torch is imported only when the profile
@@ -26,10 +26,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from sanctuary_local.config import Config
+from sanctuary_local.config.settings import Config
 from sanctuary_local.errors import MissingModel, UserError
-from sanctuary_local.model_parts import RECORD_SUFFIX, assembled_state, cache_dir, locate_parts, recorded_ok
-from sanctuary_local.models import PACKAGED, STATIC_PREFIX, PackagedModel, load_manifest, resolve_model
+from sanctuary_local.models.parts import RECORD_SUFFIX, assembled_state, cache_dir, locate_parts, recorded_ok
+from sanctuary_local.models.resolve import PACKAGED, STATIC_PREFIX, PackagedModel, load_manifest, resolve_model
 
 OK, FAIL, WARN, LATER, INFO = "ok", "FAIL", "WARN", "later", "info"
 
@@ -151,8 +151,8 @@ def check_model(name: str, role: str, models_dir: str, rehash: bool = False) -> 
                          f"use one of: {', '.join('packaged:' + n for n in sorted(manifest.packaged))}")
         return check_split_model(entry, item, rehash=rehash) if entry.split else _check_module_model(entry, item)
     if name in manifest.models:
-        from sanctuary_local.model_store import verify_hub_model
-        from sanctuary_local.models import fetch_hint
+        from sanctuary_local.models.resolve import fetch_hint
+        from sanctuary_local.models.store import verify_hub_model
 
         rep = verify_hub_model(manifest.models[name], Path(models_dir), quick=True)
         if rep.problems:

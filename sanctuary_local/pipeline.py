@@ -5,10 +5,10 @@ lists its modules).
 Stage-major execution (paper §4, made batched): stage 1 (HyDE) for all pending claims
 with its model loaded once → model released → stage 2 (retrieval) in a process pool →
 stage 3 (verdict) for all claims with its model. Every finished record is fsync'ed to
-its stage JSONL (``runstate.StageFile``) so a rerun resumes exactly where a crash or
+its stage JSONL (``run/stage_files.StageFile``) so a rerun resumes exactly where a crash or
 ``kill -9`` stopped. One bad claim never stops the run: it is flagged and still gets a
 valid prediction. With ``budget_s`` a pilot measures the first claims and later claims
-are degraded along a documented knob ladder (``budget.py``).
+are degraded along a documented knob ladder (``run/budget.py``).
 
 A ``StopRequest`` (first Ctrl-C / SIGTERM, see ``interrupt.py``) is honoured between
 claims: the claim in flight finishes and is saved, outputs are written for the finished
@@ -29,13 +29,13 @@ from pathlib import Path
 from sanctuary_local.errors import UserError
 from sanctuary_local.flag_help import DEGRADING, degraded_reasons
 from sanctuary_local.interrupt import RunInterrupted, StopRequest
-from sanctuary_local.models import set_offline_env
+from sanctuary_local.models.resolve import set_offline_env
 from sanctuary_local.run.fallbacks import verdict_fallback as _verdict_fallback  # noqa: F401 - tests import it from here
+from sanctuary_local.run.options import RunOptions, RunSummary
 from sanctuary_local.run.prepare import preflight, select_claims
+from sanctuary_local.run.stage_files import storage_error
 from sanctuary_local.run.stages import execute
 from sanctuary_local.run.state import RunState
-from sanctuary_local.run_types import RunOptions, RunSummary
-from sanctuary_local.runstate import storage_error
 
 __all__ = ["DEGRADING", "RunOptions", "RunSummary", "degraded_reasons", "preflight", "run_pipeline", "select_claims"]
 

@@ -22,6 +22,8 @@ SHARED = REPO.parent / "shared"
 
 def _load_benchmark(name: str) -> ModuleType:
     """A script of benchmarks/ (not a package) imported as a module, once per session."""
+    if str(REPO / "benchmarks") not in sys.path:  # a script imports its sibling modules (bench_common, ...)
+        sys.path.insert(0, str(REPO / "benchmarks"))
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
         mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]

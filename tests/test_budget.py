@@ -1,7 +1,7 @@
 """The latency-budget knob ladder and planner (pure functions)."""
 
-from sanctuary_local.budget import MAX_LEVEL, BudgetPlanner, apply_level, cost_factor, knobs
-from sanctuary_local.config import load_config
+from sanctuary_local.config.settings import load_config
+from sanctuary_local.run.budget import MAX_LEVEL, BudgetPlanner, apply_level, cost_factor, knobs
 
 
 def test_levels_only_ever_reduce_knobs_in_documented_order() -> None:

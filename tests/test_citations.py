@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from sanctuary_local.config import VerdictConfig
+from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.llm.base import ChatRequest, ChatResult
 from sanctuary_local.prompts import load_prompt
 from sanctuary_local.records import Chunk, EvidenceSnippet, HydeResult
@@ -18,7 +18,7 @@ from sanctuary_local.stages.citations import (
     CitationReport, annotate, check_citations, find_quote, numbered_snippets, parse_citations,
 )
 from sanctuary_local.stages.evidence_view import drop_order
-from sanctuary_local.stages.verdict import build_verdict_request, citation_rates, run_verdict
+from sanctuary_local.stages.verdict.line import build_verdict_request, citation_rates, run_verdict
 from test_hyde import CLAIM, ScriptedBackend
 from test_verdict import DOC, HYDE, evidence
 
@@ -295,7 +295,7 @@ def test_partial_output_cut_inside_a_quote_is_checked_as_far_as_it_goes() -> Non
 
 
 def test_the_label_parser_reads_the_cited_format() -> None:
-    from sanctuary_local.stages.parsing import parse_verdict_output
+    from sanctuary_local.stages.verdict.parsing import parse_verdict_output
 
     label, justification, flags = parse_verdict_output(GOOD, None)
     assert (label, flags) == ("Refuted", ()) and justification.startswith("1. The claim says cheese.")
@@ -348,7 +348,7 @@ def test_a_failed_verdict_or_reask_call_is_not_a_citation_record() -> None:
 
 
 def test_the_recorded_prompt_hash_follows_the_mode() -> None:
-    from sanctuary_local.stages.verdict import config_prompt_hash, verdict_prompt_hash
+    from sanctuary_local.stages.verdict.line import config_prompt_hash, verdict_prompt_hash
 
     (plain,) = run_verdict([CLAIM], [HYDE], [evidence()], Sequenced([GOOD]), VerdictConfig())
     (cited,) = run_verdict([CLAIM], [HYDE], [evidence()], Sequenced([GOOD]), CFG)
@@ -384,7 +384,7 @@ def test_cited_predictions_keep_every_official_row_valid(tmp_path) -> None:
 
 def test_the_switch_is_off_by_default_and_set_from_the_command_line() -> None:
     from sanctuary_local.cli.run_cmd import parse_overrides
-    from sanctuary_local.config import PROFILE_NAMES, load_config
+    from sanctuary_local.config.settings import PROFILE_NAMES, load_config
     from sanctuary_local.errors import UserError
 
     assert not any(load_config(name).verdict.citations for name in PROFILE_NAMES)

@@ -20,9 +20,9 @@ from sanctuary_local.io.predictions import MAX_EVIDENCE, read_predictions_json
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.records import LABELS
-from sanctuary_local.runstate import STAGE_FILES
+from sanctuary_local.run.stage_files import STAGE_FILES
 from sanctuary_local.stages.citations import find_quote
-from sanctuary_local.stages.verdict import citation_rates
+from sanctuary_local.stages.verdict.line import citation_rates
 from shared_runs import TINY_SECTIONS, reuse_extras
 
 ROOT = Path(__file__).resolve().parents[1]

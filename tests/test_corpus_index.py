@@ -243,7 +243,7 @@ def test_run_needs_exactly_one_source(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_corpus_claim_through_the_real_semantic_stage(tmp_path: Path) -> None:
     """``CorpusSource.retrieve`` (what a retrieval worker runs for a corpus) with the cpu
     profile's real embedders: snippets come from the corpus's units, with exact spans."""
-    from sanctuary_local.config import load_config
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.stages.evidence import EvidenceRetriever
 
     build_index(EXAMPLES, tmp_path / "ix")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sanctuary_local.config import DecomposeConfig, load_config
+from sanctuary_local.config.settings import DecomposeConfig, load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.llm.base import ChatRequest, ChatResult
 from sanctuary_local.records import (
@@ -21,7 +21,7 @@ from sanctuary_local.stages.decompose import (
     and_label, parse_check, parse_component_labels, parse_components, run_decompose, with_component_queries,
 )
 from sanctuary_local.stages.trust import apply_trust, domain_of, load_trust
-from sanctuary_local.stages.verdict import Parts, run_verdict
+from sanctuary_local.stages.verdict.line import Parts, run_verdict
 
 CLAIM = Claim(index=3, text="Musician Lil Nas X partnered with Nike to create 'Satan shoes' that contain real human blood.")
 CFG = DecomposeConfig(max_components=3, check_rounds=2)
@@ -203,7 +203,7 @@ def test_bad_trust_files_name_the_file_and_entry(tmp_path: Path, content, match:
 
 def test_report_shows_the_parts_and_their_labels_escaped() -> None:
     from sanctuary_local.records import Prediction
-    from sanctuary_local.report import render_claim
+    from sanctuary_local.report.pages import render_claim
 
     meta = {"components": {"parts": [{"text": "Nike made <b>shoes</b>.", "label": SUPPORTED},
                                      {"text": "They contain blood.", "label": None}],

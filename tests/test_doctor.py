@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from sanctuary_local.config import load_config
+from sanctuary_local.config.settings import load_config
 from sanctuary_local.doctor import FAIL, LATER, OK, WARN, check_cache, check_examples, check_split_model, diagnose
-from sanctuary_local.model_parts import RECORD_SUFFIX, write_record
-from sanctuary_local.models import PackagedModel, load_manifest
+from sanctuary_local.models.parts import RECORD_SUFFIX, write_record
+from sanctuary_local.models.resolve import PackagedModel, load_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 QWEN_05B = "qwen2.5-coder-0.5b-instruct-q4-k-m-gguf"

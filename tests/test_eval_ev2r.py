@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sanctuary_local.config import SamplingConfig
+from sanctuary_local.config.settings import SamplingConfig
 from sanctuary_local.evaluation.ev2r import NOT_COMPARABLE, JudgeCache, ev2r_scores, parse_judgement
 from sanctuary_local.evaluation.inputs import EvalExample
 from sanctuary_local.llm.base import ChatRequest, ChatResult
@@ -86,7 +86,7 @@ def test_scores_hits_and_cache(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def cpu_judge():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python not installed")
-    from sanctuary_local.config import load_config
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.errors import UserError
     from sanctuary_local.llm import make_backend
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sanctuary_local.config import RetrievalConfig, load_config
+from sanctuary_local.config.settings import RetrievalConfig, load_config
 from sanctuary_local.errors import MissingModel
 from sanctuary_local.records import ClaimEvidence, Document, HydeResult, Query
 from sanctuary_local.stages.evidence import EvidenceRetriever, run_retrieval

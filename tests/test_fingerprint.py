@@ -13,16 +13,16 @@ from types import SimpleNamespace
 import orjson
 import pytest
 
-from sanctuary_local.budget import BudgetPlanner, resume_planner
-from sanctuary_local.config import Config, load_config
+from sanctuary_local.config.settings import Config, load_config
 from sanctuary_local.errors import UserError
-from sanctuary_local.fingerprint import (
+from sanctuary_local.run.budget import BudgetPlanner, resume_planner
+from sanctuary_local.run.fingerprint import (
     EXECUTION_SETTINGS, HashCache, code_identity, config_identity, is_execution_setting, prompt_identities,
     store_identity,
 )
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.records import HydeResult, Prediction, Query
-from sanctuary_local.runstate import STAGE_FILES, STATE_FILE, StageFile, check_state, run_identity
+from sanctuary_local.run.stage_files import STAGE_FILES, STATE_FILE, StageFile, check_state, run_identity
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -161,7 +161,7 @@ def test_changed_prompt_or_its_settings_changes_that_stage_only(monkeypatch: pyt
 def test_a_setting_added_later_keeps_older_runs_identities_at_its_neutral_value() -> None:
     # repetition_penalty (issue 26) came after runs were made: at 1.0 every identity is that of
     # a config without the key (an older run's config.json), at any other value it differs.
-    from sanctuary_local.fingerprint import result_settings
+    from sanctuary_local.run.fingerprint import result_settings
 
     cfg = load_config("cpu-fast", {"verdict": {"mode": "paper"}})
     older = cfg.to_dict()
@@ -177,7 +177,7 @@ def test_a_setting_added_later_keeps_older_runs_identities_at_its_neutral_value(
 def test_the_retired_verdict_modes_settings_are_refused_but_older_runs_still_read() -> None:
     # "scored" and "stance" were retired with their settings: naming one in a profile or --set is
     # an error that says so; a run's config.json from before them reads without them.
-    from sanctuary_local.config import RETIRED_KEYS
+    from sanctuary_local.config.settings import RETIRED_KEYS
 
     with pytest.raises(UserError, match=r"verdict\.calibration was removed.*'scored' verdict mode was retired"):
         load_config("paper", {"verdict": {"calibration": "cpu_scored.json"}})
@@ -303,8 +303,8 @@ def test_a_resumed_run_plans_with_the_budget_left(tmp_path: Path) -> None:
 
 
 def test_the_manifest_is_written_at_the_start_and_keeps_earlier_attempts(tmp_path: Path) -> None:
-    from sanctuary_local.reporting import RunReporter
-    from sanctuary_local.run_types import RunOptions
+    from sanctuary_local.run.options import RunOptions
+    from sanctuary_local.run.reporting import RunReporter
 
     out = tmp_path / "run"
     out.mkdir()
@@ -329,7 +329,7 @@ def test_the_manifest_is_written_at_the_start_and_keeps_earlier_attempts(tmp_pat
 
 # ------------------------------------------------------------------ the models
 def test_models_are_identified_by_content_not_by_path(tmp_path: Path) -> None:
-    from sanctuary_local.fingerprint import model_identities
+    from sanctuary_local.run.fingerprint import model_identities
 
     a, b = tmp_path / "a.gguf", tmp_path / "moved" / "b.gguf"
     a.write_bytes(b"weights v1")

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from sanctuary_local.budget import MAX_LEVEL, apply_level, cost_factor
-from sanctuary_local.config import FollowupConfig, load_config
+from sanctuary_local.config.settings import FollowupConfig, load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.records import Chunk, Claim, ClaimEvidence, EvidenceSnippet, HydeResult, Query, QueryEvidence
+from sanctuary_local.run.budget import MAX_LEVEL, apply_level, cost_factor
 from sanctuary_local.stages.followup import (
     build_followup_request, gap_queries, merge_evidence, needs_followup, no_followup, parse_followup,
 )

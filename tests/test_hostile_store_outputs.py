@@ -37,8 +37,8 @@ from sanctuary_local.io.leaderboard import LeaderboardRow, atomic_write_bytes, w
 from sanctuary_local.io.predictions import write_predictions_json
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.records import HydeResult, Prediction, Query
-from sanctuary_local.report import write_report
-from sanctuary_local.runstate import STAGE_FILES, STATE_FILE, StageFile, check_state
+from sanctuary_local.report.build import write_report
+from sanctuary_local.run.stage_files import STAGE_FILES, STATE_FILE, StageFile, check_state
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -261,9 +261,9 @@ def test_stage_file_repair_never_truncates_through_a_symlink(tmp_path: Path) -> 
 def test_run_log_and_config_are_not_written_through_symlinks(tmp_path: Path) -> None:
     import logging
 
-    from sanctuary_local.config import load_config
-    from sanctuary_local.reporting import RunReporter
-    from sanctuary_local.run_types import RunOptions
+    from sanctuary_local.config.settings import load_config
+    from sanctuary_local.run.options import RunOptions
+    from sanctuary_local.run.reporting import RunReporter
 
     out = tmp_path / "out"
     victims = {name: _victim(tmp_path, f"{name}.victim") for name in ("run.log", "config.json")}
@@ -384,7 +384,7 @@ def test_dev_zero_through_run_state_json_is_named_on_the_pages(tmp_path: Path) -
     run = _run_dir(tmp_path, "/dev/zero")
     res = _in_child(
         "    from pathlib import Path\n"
-        "    from sanctuary_local.report import write_report\n"
+        "    from sanctuary_local.report.build import write_report\n"
         f"    s = write_report(Path({str(run)!r}))\n"
         "    assert '/dev/zero' in s.store_problem, s\n")
     assert res["ok"], res
@@ -398,7 +398,7 @@ def test_run_files_linked_to_dev_zero_do_not_eat_memory(tmp_path: Path, name: st
     (run / name).symlink_to("/dev/zero")
     res = _in_child(
         "    from pathlib import Path\n"
-        "    from sanctuary_local.report import write_report\n"
+        "    from sanctuary_local.report.build import write_report\n"
         f"    write_report(Path({str(run)!r}))\n")
     assert res["ok"] or res["kind"] == "UserError", res
     assert res["seconds"] < DEADLINE_S
@@ -406,8 +406,8 @@ def test_run_files_linked_to_dev_zero_do_not_eat_memory(tmp_path: Path, name: st
 
 @pytest.mark.parametrize("name", ["config.json", STATE_FILE])
 def test_reuse_from_a_run_with_a_fifo_or_dev_zero_is_a_one_line_error(tmp_path: Path, name: str) -> None:
-    from sanctuary_local.config import load_config
-    from sanctuary_local.reuse import reuse_stages
+    from sanctuary_local.config.settings import load_config
+    from sanctuary_local.run.reuse import reuse_stages
 
     cfg = load_config("cpu")
     src, out = tmp_path / "src", tmp_path / "out"
@@ -423,8 +423,8 @@ def test_reuse_from_a_run_with_a_fifo_or_dev_zero_is_a_one_line_error(tmp_path: 
     (src / name).symlink_to("/dev/zero")
     res = _in_child(
         "    from pathlib import Path\n"
-        "    from sanctuary_local.config import load_config\n"
-        "    from sanctuary_local.reuse import reuse_stages\n"
+        "    from sanctuary_local.config.settings import load_config\n"
+        "    from sanctuary_local.run.reuse import reuse_stages\n"
         f"    reuse_stages(Path({str(src)!r}), Path({str(out)!r}), load_config('cpu'), {{}}, {{}}, [0])\n")
     assert res["kind"] == "UserError" and str(src / name) in res["message"] and "\n" not in res["message"], res
     assert res["seconds"] < DEADLINE_S

@@ -8,7 +8,7 @@ import hashlib
 import json
 from dataclasses import replace
 
-from sanctuary_local.config import HydeConfig, SamplingConfig
+from sanctuary_local.config.settings import HydeConfig, SamplingConfig
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.prompts import load_prompt, load_schema
 from sanctuary_local.records import Claim, HydeResult

@@ -1,6 +1,6 @@
 """A weak model that copies the prompt's output-format slots gets the claim fallback."""
 
-from sanctuary_local.config import HydeConfig
+from sanctuary_local.config.settings import HydeConfig
 from sanctuary_local.records import Claim
 from sanctuary_local.stages.hyde import is_placeholder, parse_hyde
 

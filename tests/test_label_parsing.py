@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 
 from sanctuary_local.records import CONFLICTING, NEE, REFUTED, SUPPORTED
-from sanctuary_local.stages.parsing import normalize_label, parse_verdict_output
+from sanctuary_local.stages.parsing import normalize_label
+from sanctuary_local.stages.verdict.parsing import parse_verdict_output
 
 TEMPLATE = "Label: <Supported | Refuted | Not Enough Evidence | Conflicting Evidence/Cherrypicking>"
 FORMAT_ECHO = (

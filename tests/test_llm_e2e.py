@@ -12,18 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from sanctuary_local.config import HydeConfig, LLMConfig, SamplingConfig, VerdictConfig
+from sanctuary_local.config.settings import HydeConfig, LLMConfig, SamplingConfig, VerdictConfig
 from sanctuary_local.errors import MissingModel, UserError
 from sanctuary_local.io.claims import read_claims
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.llm import BACKENDS, local_server, make_backend
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, LLMBackend
-from sanctuary_local.models import resolve_model
+from sanctuary_local.llm.llama_cpp_backend import reused_prefix
+from sanctuary_local.models.resolve import resolve_model
 from sanctuary_local.prompts import load_schema
 from sanctuary_local.records import LABELS, Chunk, ClaimEvidence, EvidenceSnippet, QueryEvidence
-from sanctuary_local.llm.llama_cpp_backend import reused_prefix
 from sanctuary_local.stages.hyde import build_hyde_request, run_hyde
-from sanctuary_local.stages.verdict import LABEL_REASK_TOKENS, build_verdict_request, run_verdict
+from sanctuary_local.stages.verdict.line import LABEL_REASK_TOKENS, build_verdict_request, run_verdict
 
 REPO = Path(__file__).resolve().parents[1]
 QWEN = "packaged:qwen2.5-coder-0.5b-instruct-q4-k-m-gguf"

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from sanctuary_local.config import load_config
+from sanctuary_local.config.settings import load_config
 from sanctuary_local.errors import MissingModel
 from sanctuary_local.io.claims import read_claims
 from sanctuary_local.llm import make_backend
 from sanctuary_local.llm.base import ChatMessage, ChatRequest
-from sanctuary_local.models import resolve_model
+from sanctuary_local.models.resolve import resolve_model
 from sanctuary_local.prompts import load_schema
 from sanctuary_local.stages.hyde import run_hyde
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sanctuary_local.config import PROFILE_NAMES, load_config
+from sanctuary_local.config.settings import PROFILE_NAMES, load_config
 from sanctuary_local.errors import MissingModel, UserError
-from sanctuary_local.models import (
+from sanctuary_local.models.resolve import (
     PACKAGED,
     ROLE_FIELDS,
     ROLES,

@@ -1,4 +1,4 @@
-"""Split packaged models: assembling part files into the model cache (model_parts.py).
+"""Split packaged models: assembling part files into the model cache (models/parts.py).
 
 The assembler is tested as a pure function on small temporary files (hashes computed
 here), including a truncated part, a wrong hash and a disk that fills up; the resolver on
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from sanctuary_local import model_parts
 from sanctuary_local.errors import MissingModel, UserError
-from sanctuary_local.model_parts import (
+from sanctuary_local.models import parts as model_parts
+from sanctuary_local.models.parts import (
     RECORD_SUFFIX,
     ChecksumMismatch,
     assemble_model,
@@ -29,8 +29,8 @@ from sanctuary_local.model_parts import (
     part_packages,
     recorded_ok,
 )
-from sanctuary_local.model_store import verify_packaged
-from sanctuary_local.models import load_manifest, resolve_model
+from sanctuary_local.models.resolve import load_manifest, resolve_model
+from sanctuary_local.models.store import verify_packaged
 
 QWEN_05B = "qwen2.5-coder-0.5b-instruct-q4-k-m-gguf"
 

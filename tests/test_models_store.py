@@ -10,7 +10,7 @@ import pytest
 
 from sanctuary_local.cli import main
 from sanctuary_local.errors import UserError
-from sanctuary_local.model_store import (
+from sanctuary_local.models.store import (
     fetch_profile,
     localise_auto_map,
     model_files,
@@ -18,7 +18,7 @@ from sanctuary_local.model_store import (
     verify,
     verify_hub_model,
 )
-from sanctuary_local.models import CHECKSUMS_FILE, HubModel
+from sanctuary_local.models.resolve import CHECKSUMS_FILE, HubModel
 
 MODEL = HubModel(name="tiny", repo="o/tiny", revision="a" * 40, dir="tiny",
                  files=("config.json", "*.safetensors"))

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from sanctuary_local.cli import main
-from sanctuary_local.config import VerdictConfig
+from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.evaluation.inputs import align, load_gold, load_predictions, select_range
 from sanctuary_local.io.claims import read_claims
 from sanctuary_local.io.leaderboard import (
@@ -31,7 +31,7 @@ from sanctuary_local.pipeline import degraded_reasons, select_claims
 from sanctuary_local.records import (
     Chunk, Claim, ClaimEvidence, EvidenceSnippet, HydeResult, Prediction, Query, QueryEvidence,
 )
-from sanctuary_local.stages.verdict import run_verdict
+from sanctuary_local.stages.verdict.line import run_verdict
 from test_hyde import ScriptedBackend
 
 DOC = "Intro line.\nThe moon\tis rock,\n\n  NASA says.\nApollo brought back 382 kg."

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from sanctuary_local.config import LLMConfig, SamplingConfig
+from sanctuary_local.config.settings import LLMConfig, SamplingConfig
 from sanctuary_local.errors import MissingModel, UserError
 from sanctuary_local.llm import local_server, make_backend
 from sanctuary_local.llm.base import ChatMessage, ChatRequest
 from sanctuary_local.llm.openai_http import server_urls
-from sanctuary_local.models import resolve_model
+from sanctuary_local.models.resolve import resolve_model
 
 QWEN = "packaged:qwen2.5-coder-0.5b-instruct-q4-k-m-gguf"
 

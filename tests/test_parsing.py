@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sanctuary_local.records import CONFLICTING, LABELS, NEE, REFUTED, SUPPORTED
-from sanctuary_local.stages.parsing import normalize_label, parse_hyde_output, parse_verdict_output
+from sanctuary_local.stages.parsing import normalize_label, parse_hyde_output
+from sanctuary_local.stages.verdict.parsing import parse_verdict_output
 
 GOOD = {"label": "Refuted", "evidence": {"Is A true?": ["No.", "Maybe."], "Who said A?": ["Bob."]}}
 GOOD_PAIRS = (("Is A true?", ("No.", "Maybe.")), ("Who said A?", ("Bob.",)))

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from sanctuary_local.config import LLMConfig, VerdictConfig
+from sanctuary_local.config.settings import LLMConfig, VerdictConfig
 from sanctuary_local.llm.base import ChatMessage
 from sanctuary_local.records import CONFLICTING, NEE, REFUTED, SUPPORTED
-from sanctuary_local.stages.parsing import normalize_label, parse_verdict_output
-from sanctuary_local.stages.verdict_draft import Context
-from sanctuary_local.stages.verdict_paper import fit_conversation
+from sanctuary_local.stages.parsing import normalize_label
+from sanctuary_local.stages.verdict.draft import Context
+from sanctuary_local.stages.verdict.paper import fit_conversation
+from sanctuary_local.stages.verdict.parsing import parse_verdict_output
 
 INFERRED, FALLBACK = ("verdict_label_inferred",), ("verdict_label_fallback",)
 ECHO = "\n\nClaim: Kenya passed a rainwater law in 2019.\nReasoning:\n1. The sources agree.\nLabel: Supported"

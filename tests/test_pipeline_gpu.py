@@ -11,10 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sanctuary_local.config import load_config
+from sanctuary_local.config.settings import load_config
 from sanctuary_local.errors import MissingModel
 from sanctuary_local.io.store import KnowledgeStore
-from sanctuary_local.models import resolve_model
+from sanctuary_local.models.resolve import resolve_model
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.records import LABELS
 

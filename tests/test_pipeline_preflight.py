@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from sanctuary_local.config import load_config
+from sanctuary_local.config.settings import load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.pipeline import RunOptions, preflight, run_pipeline
 

@@ -25,7 +25,7 @@ import orjson
 import pytest
 
 from sanctuary_local.pipeline import RunOptions, run_pipeline
-from sanctuary_local.runstate import STAGE_FILES
+from sanctuary_local.run.stage_files import STAGE_FILES
 
 from conftest import _load_benchmark
 
@@ -265,7 +265,7 @@ def test_cli_refuses_bad_engine_options(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_placement_one_actor_per_gpu_or_per_llama_cpp_worker() -> None:
-    from sanctuary_local.config import LLMConfig
+    from sanctuary_local.config.settings import LLMConfig
     from sanctuary_local.run.ray_engine import placement
 
     assert placement({"CPU": 64, "GPU": 8}, LLMConfig(backend="vllm")) == (8, {"num_gpus": 1, "num_cpus": 1})

@@ -18,14 +18,15 @@ import orjson
 import pytest
 
 from sanctuary_local.cli import main as cli_main
-from sanctuary_local.config import load_config
+from sanctuary_local.config.settings import load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.claims import read_claims
 from sanctuary_local.io.predictions import write_predictions_json
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.records import EvidenceItem, HydeResult, Prediction, Query
-from sanctuary_local.report import ReportSnippet, claim_snippets, render_claim, write_report
-from sanctuary_local.runstate import STAGE_FILES, StageFile, check_state
+from sanctuary_local.report.build import write_report
+from sanctuary_local.report.pages import ReportSnippet, claim_snippets, render_claim
+from sanctuary_local.run.stage_files import STAGE_FILES, StageFile, check_state
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -39,7 +40,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pipeline's own fallback record for a model error)."""
     from sanctuary_local.pipeline import _verdict_fallback
     from sanctuary_local.stages.evidence import run_retrieval
-    from sanctuary_local.stages.verdict import official_evidence
+    from sanctuary_local.stages.verdict.line import official_evidence
 
     out = tmp_path_factory.mktemp("run")
     claims = read_claims(EXAMPLES / "claims.json")[:3]
@@ -210,7 +211,7 @@ def test_claims_range_and_run_info(run_dir: Path, tmp_path: Path, capsys: pytest
 
 def test_numbering_follows_the_snippets_stage3_dropped(run_dir: Path) -> None:
     from sanctuary_local.records import ClaimEvidence
-    from sanctuary_local.stages.verdict import _drop_order
+    from sanctuary_local.stages.verdict.line import _drop_order
 
     rec = orjson.loads((run_dir / "stage2_evidence.jsonl").read_bytes().splitlines()[1])["record"]
     ev = ClaimEvidence.from_dict(rec)

@@ -15,11 +15,11 @@ from typing import Any
 import orjson
 import pytest
 
-from sanctuary_local.budget import BudgetPlanner
 from sanctuary_local.errors import UserError
 from sanctuary_local.interrupt import RunInterrupted, StopRequest
 from sanctuary_local.pipeline import RunOptions, run_pipeline
-from sanctuary_local.runstate import STAGE_FILES, STATE_FILE
+from sanctuary_local.run.budget import BudgetPlanner
+from sanctuary_local.run.stage_files import STAGE_FILES, STATE_FILE
 from test_run_faults import EXAMPLES, TINY, fault_before, use_stub
 
 STAGES = [STAGE_FILES[s] for s in ("hyde", "retrieval", "verdict")]

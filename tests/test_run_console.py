@@ -13,7 +13,7 @@ from sanctuary_local.cli.run_cmd import print_verdicts
 from sanctuary_local.flag_help import FLAG_TEXT, UNKNOWN_TEXT, explain, legend
 from sanctuary_local.pipeline import DEGRADING
 from sanctuary_local.records import EvidenceItem, Prediction
-from sanctuary_local.run_types import RunSummary
+from sanctuary_local.run.options import RunSummary
 
 REPO = Path(__file__).resolve().parents[1]
 

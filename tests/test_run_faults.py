@@ -30,11 +30,11 @@ from typing import Any
 import orjson
 import pytest
 
-from sanctuary_local import runstate
 from sanctuary_local.cli import main
 from sanctuary_local.interrupt import RunInterrupted, StopRequest
 from sanctuary_local.pipeline import RunOptions, run_pipeline
-from sanctuary_local.runstate import STAGE_FILES
+from sanctuary_local.run import stage_files as runstate
+from sanctuary_local.run.stage_files import STAGE_FILES
 
 from conftest import _load_benchmark
 
@@ -163,7 +163,7 @@ def test_disk_full_on_a_real_tmpfs(tmpfs: Path | None, monkeypatch: pytest.Monke
 
 
 class _HalfWriteOS:
-    """``os`` for runstate whose ``write`` stores half the bytes, then fails like a full disk."""
+    """``os`` for run/stage_files whose ``write`` stores half the bytes, then fails like a full disk."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(os, name)

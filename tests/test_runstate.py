@@ -7,7 +7,7 @@ import pytest
 
 from sanctuary_local.errors import UserError
 from sanctuary_local.records import Query, HydeResult
-from sanctuary_local.runstate import StageFile, check_state, STATE_FILE
+from sanctuary_local.run.stage_files import StageFile, check_state, STATE_FILE
 
 
 def _hyde(i: int) -> HydeResult:
@@ -63,7 +63,7 @@ def test_changed_config_refused_unless_force(tmp_path: Path) -> None:
 
 
 class _DiskFullOS:
-    """``os`` for runstate whose ``write`` stores part of the bytes, then fails (ENOSPC)."""
+    """``os`` for run/stage_files whose ``write`` stores part of the bytes, then fails (ENOSPC)."""
 
     def __getattr__(self, name):
         import os
@@ -80,8 +80,8 @@ class _DiskFullOS:
 
 
 def test_failed_append_is_rolled_back_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sanctuary_local import runstate
     from sanctuary_local.errors import StorageError
+    from sanctuary_local.run import stage_files as runstate
 
     path = tmp_path / "s.jsonl"
     sf = StageFile(path, HydeResult.from_dict)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sanctuary_local.config import RetrievalConfig, load_config
+from sanctuary_local.config.settings import RetrievalConfig, load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.records import Document, Query, Segment
 from sanctuary_local.retrieval.chunking import _sentence_starts, pool_vectors
@@ -184,8 +184,8 @@ def test_distill_static_caches_and_static_embedder_is_unit_norm(tmp_path: Path, 
     from model2vec import StaticModel
     from tokenizers import Tokenizer
 
-    from sanctuary_local.config import EmbedderConfig
-    from sanctuary_local.models import resolve_model
+    from sanctuary_local.config.settings import EmbedderConfig
+    from sanctuary_local.models.resolve import resolve_model
     from sanctuary_local.retrieval.embed import StaticEmbedder, distill_static
 
     calls = []
@@ -248,7 +248,7 @@ def test_embedder_load_is_quiet_but_keeps_reports_that_matter(capfd) -> None:
     MISSING or MISMATCHED weights would pass the filter."""
     import logging
 
-    from sanctuary_local.config import EmbedderConfig
+    from sanctuary_local.config.settings import EmbedderConfig
     from sanctuary_local.retrieval.embed import Embedder, _BenignLoadReport
 
     capfd.readouterr()

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from sanctuary_local import procs
-from sanctuary_local.runstate import STAGE_FILES
+from sanctuary_local.run.stage_files import STAGE_FILES
 from sanctuary_local.serve.jobs import MAX_KILLS, CheckStore
 from serve_support import Server, build_index
 

@@ -11,11 +11,11 @@ import pytest
 
 from sanctuary_local.llm.base import ChatResult
 
-from sanctuary_local.config import VerdictConfig
+from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.records import (
     Chunk, ClaimEvidence, EvidenceSnippet, HydeResult, Prediction, Query, QueryEvidence,
 )
-from sanctuary_local.stages.verdict import (
+from sanctuary_local.stages.verdict.line import (
     build_verdict_request, evidence_items, format_evidence, run_verdict, verdict_prompt_hash,
 )
 from test_hyde import CLAIM, ScriptedBackend
@@ -164,7 +164,7 @@ def test_reask_that_fails_keeps_the_fallback():
 
 
 def test_sampling_stop_strings_are_validated_and_the_short_prompt_renders():
-    from sanctuary_local.config import load_config
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.errors import UserError
     from sanctuary_local.prompts import load_prompt
 

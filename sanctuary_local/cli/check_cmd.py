@@ -86,7 +86,8 @@ def check(
 
 
 def _write_report(run_dir: Path, pred: Any, dest: Path) -> None:
-    from sanctuary_local.report import page_name, write_report
+    from sanctuary_local.report.build import write_report
+    from sanctuary_local.report.pages import page_name
 
     write_report(run_dir, run_dir / "report")
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,7 @@ def doctor(
     from rich.table import Table
 
     from sanctuary_local.cli.run_cmd import parse_overrides
-    from sanctuary_local.config import load_config
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.doctor import FAIL, WARN, diagnose
 
     cfg = load_config(profile, parse_overrides(set_) or None)

@@ -25,7 +25,7 @@ from sanctuary_local.io.files import check_writable, writing
 
 def _attach_ev2r(report, data, judge: str, out: Path, cache_dir: Path | None, max_tokens: int, limit: int | None) -> None:  # type: ignore[no-untyped-def]
     """Run the Ev2R judge (profile ``judge``'s ``verdict.llm``) and add its figures to ``report``."""
-    from sanctuary_local.config import SamplingConfig, load_config
+    from sanctuary_local.config.settings import SamplingConfig, load_config
     from sanctuary_local.evaluation.ev2r import JudgeCache, ev2r_scores
     from sanctuary_local.llm import make_backend
 

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from sanctuary_local.cli.help_panels import ADVANCED, MODELS, OUTPUTS
 from sanctuary_local.errors import UserError
-from sanctuary_local.models import ROLE_FIELDS, ROLES, STATIC_PREFIX, load_manifest, missing_files, source_model
+from sanctuary_local.models.resolve import ROLE_FIELDS, ROLES, STATIC_PREFIX, load_manifest, missing_files, source_model
 
 console = Console()
 
@@ -31,7 +31,7 @@ def _status(name: str, models_dir: Path) -> str:
     if name not in manifest.models:
         packaged = manifest.packaged[name.removeprefix("packaged:")]
         if packaged.split:
-            from sanctuary_local.model_parts import assembled_state
+            from sanctuary_local.models.parts import assembled_state
 
             state = assembled_state(packaged)
             return f"[red]{state}[/]" if "missing" in state else state
@@ -116,7 +116,7 @@ def fetch(
     only: str | None = typer.Option(None, "--only", help="Fetch just this model of the profile.", rich_help_panel=MODELS),
 ) -> None:
     """Download a profile's models from the Hugging Face hub (needs internet; resumable)."""
-    from sanctuary_local.model_store import fetch_profile
+    from sanctuary_local.models.store import fetch_profile
 
     paths = fetch_profile(profile, models_dir, only=only, log=_log)
     _log(f"fetched {len(paths)} model(s) into {models_dir}; check offline with "
@@ -129,7 +129,7 @@ def verify(
     quick: bool = typer.Option(False, "--quick", help="Compare file sizes only, skip sha256.", rich_help_panel=ADVANCED),
 ) -> None:
     """Check models offline for missing or altered files and unpinned revisions (exit 2 on problems)."""
-    from sanctuary_local.model_store import verify as verify_models
+    from sanctuary_local.models.store import verify as verify_models
 
     reports = verify_models(profile, models_dir, quick=quick)
     table = Table(title=f"models verify ({profile or 'all profiles'}, {'sizes' if quick else 'sha256'})")
@@ -155,7 +155,7 @@ def prep_vllm(
     force: bool = typer.Option(False, "--force", help="Replace an --out made from another source.", rich_help_panel=ADVANCED),
 ) -> None:
     """Convert a GGUF into the Hugging Face folder vLLM loads (offline, hash-checked, idempotent)."""
-    from sanctuary_local.model_prep import prep_vllm as run_prep
+    from sanctuary_local.models.prep import prep_vllm as run_prep
 
     run_prep(source, out, sha256=sha256, models_dir=models_dir, dtype=dtype, force=force, log=_log)
 

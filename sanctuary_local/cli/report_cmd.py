@@ -1,6 +1,6 @@
 """``sanctuary-local report RUN_DIR``: a self-contained HTML page per claim plus an index,
 with the justification's evidence citations linked to each snippet, highlighted in its
-source page (see ``sanctuary_local/report.py``)."""
+source page (see ``sanctuary_local/report/``)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
 
         Each page: claim, verdict, flags, justification with its "Evidence q.n" linked to each
         snippet, highlighted at its exact span in its source page. Inline CSS, no script, no network."""
-        from sanctuary_local.report import write_report
+        from sanctuary_local.report.build import write_report
 
         console = Console(stderr=True)
         with Progress(TextColumn("report pages"), BarColumn(), MofNCompleteColumn(), console=console,

@@ -144,9 +144,8 @@ class PostingsWriter:
             post_seg[p0:p0 + len(seg)] = seg
             post_w[p0:p0 + len(seg)] = w.astype(np.float32)
             t0, p0 = t0 + len(terms), p0 + len(seg)
-        for arr in (vocab, indptr, post_seg, post_w):
-            if isinstance(arr, np.memmap):
-                arr.flush()
+        for arr in (a for a in (vocab, indptr, post_seg, post_w) if isinstance(a, np.memmap)):
+            arr.flush()
         del vocab, indptr, post_seg, post_w
         for f in self.spill.iterdir():
             f.unlink()

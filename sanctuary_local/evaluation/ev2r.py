@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from sanctuary_local.config import SamplingConfig
+from sanctuary_local.config.settings import SamplingConfig
 from sanctuary_local.evaluation.inputs import EvalExample
 from sanctuary_local.io.leaderboard import atomic_write_bytes
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, LLMBackend

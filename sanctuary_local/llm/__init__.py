@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from sanctuary_local.config import LLMConfig
+from sanctuary_local.config.settings import LLMConfig
 from sanctuary_local.errors import UserError
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, LLMBackend
 

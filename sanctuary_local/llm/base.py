@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from sanctuary_local.config import SamplingConfig
+from sanctuary_local.config.settings import SamplingConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sanctuary_local.config import LLMConfig, SamplingConfig
+from sanctuary_local.config.settings import LLMConfig, SamplingConfig
 from sanctuary_local.errors import UserError, require
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.llm.chat_template import load_chat_template, render_chat
-from sanctuary_local.models import resolve_model
+from sanctuary_local.models.resolve import resolve_model
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sanctuary_local.config import LLMConfig
+from sanctuary_local.config.settings import LLMConfig
 from sanctuary_local.errors import UserError
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 

@@ -24,11 +24,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sanctuary_local.config import LLMConfig
+from sanctuary_local.config.settings import LLMConfig
 from sanctuary_local.errors import require
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.llm.chat_template import load_chat_template
-from sanctuary_local.models import resolve_model, set_offline_env
+from sanctuary_local.models.resolve import resolve_model, set_offline_env
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sanctuary_local.config import RetrievalConfig
+from sanctuary_local.config.settings import RetrievalConfig
 from sanctuary_local.records import Chunk, Document, Segment
 from sanctuary_local.retrieval.embed import CachedChonkieEmbeddings, Embedder, StaticEmbedder
 

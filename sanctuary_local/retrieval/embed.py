@@ -1,6 +1,6 @@
 """Sentence embedders built from an ``EmbedderConfig`` (paper §4.3, §5.4).
 
-Models are resolved with ``sanctuary_local.models.resolve_model`` (packaged, local path
+Models are resolved with ``sanctuary_local.models.resolve.resolve_model`` (packaged, local path
 or ``models/<name>``): never downloaded, never silently replaced by a default. Query and
 document prompts are config (arctic-embed needs ``query: ``), embeddings are
 L2-normalised so inner product = cosine.
@@ -28,9 +28,9 @@ import time
 
 import numpy as np
 
-from sanctuary_local.config import EmbedderConfig
+from sanctuary_local.config.settings import EmbedderConfig
 from sanctuary_local.errors import require
-from sanctuary_local.models import STATIC_PREFIX, resolve_model, set_offline_env
+from sanctuary_local.models.resolve import STATIC_PREFIX, resolve_model, set_offline_env
 
 log = logging.getLogger("sanctuary_local")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from sanctuary_local.config import Config
+from sanctuary_local.config.settings import Config
 from sanctuary_local.records import Claim, ClaimEvidence, Decomposition, HydeResult, Prediction
 
 __all__ = ["decompose_fallback", "followup_fallback", "hyde_fallback", "verdict_fallback"]
@@ -33,7 +33,7 @@ def hyde_fallback(claim: Claim, cfg: Config, exc: Exception) -> HydeResult:
 
 def verdict_fallback(claim: Claim, hyde: HydeResult, ev: ClaimEvidence, exc: Exception) -> Prediction:
     from sanctuary_local.stages.evidence_view import official_evidence
-    from sanctuary_local.stages.parsing import parse_verdict_output as parse_verdict
+    from sanctuary_local.stages.verdict.parsing import parse_verdict_output as parse_verdict
 
     label, justification, flags = parse_verdict("", hyde.provisional_label)
     evidence, evidence_all, eflags = official_evidence(claim, ev)

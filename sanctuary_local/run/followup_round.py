@@ -5,8 +5,8 @@ from __future__ import annotations
 from contextlib import closing
 from typing import Any
 
-from sanctuary_local.budget import apply_level
 from sanctuary_local.records import Claim, ClaimEvidence
+from sanctuary_local.run.budget import apply_level
 from sanctuary_local.run.fallbacks import followup_fallback
 from sanctuary_local.run.state import RunState
 from sanctuary_local.run.waves import engine_waves, wave_size

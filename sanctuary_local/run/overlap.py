@@ -9,8 +9,8 @@ from collections.abc import Callable
 from concurrent.futures import wait
 from typing import Any
 
-from sanctuary_local.budget import apply_level
 from sanctuary_local.records import Claim, HydeResult
+from sanctuary_local.run.budget import apply_level
 from sanctuary_local.run.state import RunState
 
 __all__ = ["OverlappedRetrieval"]

@@ -6,10 +6,10 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from sanctuary_local.config import Config, load_config
+from sanctuary_local.config.settings import Config, load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.records import Claim
-from sanctuary_local.run_types import RunOptions
+from sanctuary_local.run.options import RunOptions
 
 __all__ = ["preflight", "run_config", "select_claims"]
 
@@ -64,7 +64,7 @@ def _backend_problems(cfg: Config) -> list[str]:
 
 
 def _model_problems(cfg: Config) -> list[str]:
-    from sanctuary_local.models import resolve_model
+    from sanctuary_local.models.resolve import resolve_model
     from sanctuary_local.retrieval.embed import STATIC_PREFIX
 
     problems: list[str] = []

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from contextlib import closing
 from typing import Any
 
-from sanctuary_local.budget import BudgetPlanner, apply_level
 from sanctuary_local.records import Claim, ClaimEvidence, HydeResult, Prediction
+from sanctuary_local.run.budget import BudgetPlanner, apply_level
 from sanctuary_local.run.fallbacks import decompose_fallback, hyde_fallback, verdict_fallback
 from sanctuary_local.run.followup_round import FollowupRound
 from sanctuary_local.run.overlap import OverlappedRetrieval
@@ -86,7 +86,7 @@ def stage_followup(run: RunState, claims: list[Claim], level: int) -> None:
 
 def stage_verdict(run: RunState, claims: list[Claim], level: int) -> None:
     """Stage 3: the verdict of every claim with evidence, completed by ``with_upstream``."""
-    from sanctuary_local.stages import verdict as verdict_stage
+    from sanctuary_local.stages.verdict import line as verdict_stage
 
     evidence = run.final_evidence()
     cfg = apply_level(run.cfg, level)

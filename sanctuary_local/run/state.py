@@ -7,21 +7,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sanctuary_local.budget import STAGES, BudgetPlanner, resume_planner
-from sanctuary_local.config import Config
+from sanctuary_local.config.settings import Config
+from sanctuary_local.ids import file_sha256
 from sanctuary_local.interrupt import RunInterrupted, StopRequest
 from sanctuary_local.records import ClaimEvidence, Decomposition, HydeResult, Prediction
-from sanctuary_local.reporting import RunReporter
-from sanctuary_local.ids import file_sha256
+from sanctuary_local.run.budget import STAGES, BudgetPlanner, resume_planner
+from sanctuary_local.run.options import RunOptions
 from sanctuary_local.run.prepare import preflight, run_config, select_claims
-from sanctuary_local.run_types import RunOptions
-from sanctuary_local.runstate import STAGE_FILES, StageFile, run_identity
+from sanctuary_local.run.reporting import RunReporter
+from sanctuary_local.run.stage_files import STAGE_FILES, StageFile, run_identity
 
 __all__ = ["RunState", "StopPoints", "open_stage_files"]
 
 log = logging.getLogger("sanctuary_local")
 
-#: Stage-file name (``runstate.STAGE_FILES``) → the record type its lines hold.
+#: Stage-file name (``stage_files.STAGE_FILES``) → the record type its lines hold.
 _RECORDS = {"decompose": Decomposition, "hyde": HydeResult, "retrieval": ClaimEvidence,
             "followup_questions": HydeResult, "followup": ClaimEvidence, "verdict": Prediction}
 
@@ -65,8 +65,8 @@ class RunState:
     """State of one run: config, claims, stage files, reporter (the stages: ``run/stages.py``)."""
 
     def __init__(self, opts: RunOptions, stop: StopRequest | None = None) -> None:
-        from sanctuary_local.io.claims import read_claims
         from sanctuary_local.corpus.source import open_source
+        from sanctuary_local.io.claims import read_claims
         from sanctuary_local.stages.trust import load_trust
 
         self.opts = opts
@@ -88,7 +88,7 @@ class RunState:
         self.decompose, self.hyde, self.evidence = files["decompose"], files["hyde"], files["retrieval"]
         self.followup_q, self.followup, self.verdict = files["followup_questions"], files["followup"], files["verdict"]
         if opts.reuse_from is not None:
-            from sanctuary_local.reuse import reuse_stages
+            from sanctuary_local.run.reuse import reuse_stages
 
             reuse_stages(Path(opts.reuse_from), self.out, cfg, fingerprint, files, [c.index for c in self.claims])
         self.planner = BudgetPlanner(cfg, opts.budget_s, len(self.claims)) if opts.budget_s else None

@@ -10,7 +10,7 @@ from contextlib import closing
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sanctuary_local.records import Claim
-from sanctuary_local.runstate import StageFile
+from sanctuary_local.run.stage_files import StageFile
 
 if TYPE_CHECKING:
     from sanctuary_local.run.state import RunState
@@ -48,7 +48,7 @@ def trained_waves(verdict_cfg: Any, st: Any, llm_cfg: Any, models_dir: str, todo
                   fallback: Callable[[Any, Exception], R]) -> Iterator[tuple[list[Any], list[R], float]]:
     """``llm_waves`` for stage 3's trained mode: the verdict model (``verdict.trained_model``)
     loaded once in this process instead of an LLM; ``llm_cfg`` and ``size`` are unused."""
-    from sanctuary_local.stages.verdict_trained import load_trained
+    from sanctuary_local.stages.verdict.trained import load_trained
 
     threads = int(getattr(verdict_cfg.llm, "n_threads", 0) or 2)
     model = st.timed_load(lambda: load_trained(verdict_cfg.trained_model, verdict_cfg.trained_rule, threads))

@@ -93,7 +93,7 @@ class CheckRunner:
         """The server stopped without waiting for the worker: it must write nothing more."""
 
     def preload(self) -> None:
-        from sanctuary_local.config import load_config
+        from sanctuary_local.config.settings import load_config
 
         cfg = load_config(self.profile, self.overrides)
         if self.models_dir:

@@ -128,7 +128,8 @@ def load_result(run_dir: Path, corpus: Path, indexed: set[str], check_id: str) -
 
     from sanctuary_local.corpus.index import CorpusIndex
     from sanctuary_local.io.predictions import prediction_to_official, read_predictions_json
-    from sanctuary_local.report import claim_snippets, linkify_citations, read_stage2, snippet_in_context
+    from sanctuary_local.report.build import read_stage2
+    from sanctuary_local.report.pages import claim_snippets, linkify_citations, snippet_in_context
 
     preds = read_predictions_json(run_dir / "predictions.json")
     if len(preds) != 1:

@@ -81,8 +81,7 @@ class ResidentEngine(_ResidentVerdict):
         self._trained: dict[bytes, Any] = {}
         self._sources: dict[str, tuple[bytes, Any]] = {}
         self._lock = threading.Lock()  # one check runs at a time; the lock guards a preload racing it
-        self.load_s = 0.0
-        """Seconds spent loading models so far (the first check, or ``preload``, pays them)."""
+        self.load_s = 0.0  # seconds spent loading models so far (the first check, or ``preload``, pays them)
 
     # ------------------------------------------------------------------ models
     def backend(self, llm_cfg: Any, models_dir: str | Path) -> Any:

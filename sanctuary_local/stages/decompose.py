@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from sanctuary_local.config import DecomposeConfig
+from sanctuary_local.config.settings import DecomposeConfig
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, LLMBackend
 from sanctuary_local.prompts import load_prompt, prompt_hash, render
 from sanctuary_local.records import (

@@ -21,7 +21,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from sanctuary_local.config import RetrievalConfig
+from sanctuary_local.config.settings import RetrievalConfig
 from sanctuary_local.records import (
     ClaimEvidence, Document, EvidenceSnippet, HydeResult, Query, QueryEvidence, Segment,
 )

@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from typing import Any, Sequence
 
-from sanctuary_local.config import RetrievalConfig
+from sanctuary_local.config.settings import RetrievalConfig
 from sanctuary_local.records import Document, EvidenceSnippet, Query, QueryEvidence, Segment
 from sanctuary_local.retrieval.bm25 import BM25Engine, index_cache_path, load_cached, make_engine, save_cached
 from sanctuary_local.retrieval.chunking import consolidate

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from sanctuary_local.config import FollowupConfig
+from sanctuary_local.config.settings import FollowupConfig
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, LLMBackend
 from sanctuary_local.prompts import load_prompt, prompt_hash, render
 from sanctuary_local.records import Claim, ClaimEvidence, Generation, HydeResult, Query, QueryEvidence

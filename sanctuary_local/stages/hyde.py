@@ -12,7 +12,7 @@ import logging
 import re
 from collections.abc import Sequence
 
-from sanctuary_local.config import HydeConfig
+from sanctuary_local.config.settings import HydeConfig
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, LLMBackend
 from sanctuary_local.prompts import load_prompt, load_schema, prompt_hash, render
 from sanctuary_local.records import Claim, Generation, HydeResult, Query

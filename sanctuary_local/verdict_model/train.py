@@ -111,7 +111,7 @@ def _fit(xs: list, s: TrainSettings, tmp: Path, progress: Progress | None) -> tu
         from sanctuary_local.verdict_model.tfidf import train_tfidf
 
         return train_tfidf(xs, s, tmp, progress), {"name": "tfidf", "sha256": None}
-    from sanctuary_local.models import resolve_model
+    from sanctuary_local.models.resolve import resolve_model
     from sanctuary_local.verdict_model.encoder import train_encoder
 
     base_dir = resolve_model(s.base)

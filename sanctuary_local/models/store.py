@@ -22,7 +22,7 @@ from typing import Any
 
 from sanctuary_local.errors import UserError, require
 from sanctuary_local.ids import file_sha256
-from sanctuary_local.models import (
+from sanctuary_local.models.resolve import (
     CHECKSUMS_FILE,
     HubModel,
     Manifest,
@@ -226,8 +226,8 @@ def verify_packaged(model: PackagedModel) -> ModelReport:
     altered part is reported by package name with the pip command that fixes it (a problem
     while nothing usable is assembled, a warning when the assembled file is intact)."""
     from sanctuary_local.errors import MissingModel
-    from sanctuary_local.model_parts import RECORD_SUFFIX, locate_parts
-    from sanctuary_local.models import resolve_model
+    from sanctuary_local.models.parts import RECORD_SUFFIX, locate_parts
+    from sanctuary_local.models.resolve import resolve_model
 
     rep = ModelReport(model.name, "packaged", f"packaged:{model.name}")
     try:

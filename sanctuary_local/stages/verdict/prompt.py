@@ -19,14 +19,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from sanctuary_local.config import VerdictConfig
+from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, LLMBackend
 from sanctuary_local.prompts import load_prompt, render
 from sanctuary_local.records import Claim, ClaimEvidence
 from sanctuary_local.stages.evidence_view import drop_order, format_evidence, guarded, neutralize
 from sanctuary_local.stages.hyde import claim_fields
-from sanctuary_local.stages.verdict_draft import Context, Draft, Key, Parts
-from sanctuary_local.stages.verdict_hash import config_prompt_hash, verdict_prompt_hash  # noqa: F401 - named from here too
+from sanctuary_local.stages.verdict.draft import Context, Draft, Key, Parts
+from sanctuary_local.stages.verdict.prompt_hash import config_prompt_hash, verdict_prompt_hash  # noqa: F401 - named from here too
 
 log = logging.getLogger(__name__)
 

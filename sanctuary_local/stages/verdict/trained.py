@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from sanctuary_local.records import LABELS
-from sanctuary_local.stages.verdict_draft import Context, Draft, LabelScores
+from sanctuary_local.stages.verdict.draft import Context, Draft, LabelScores
 from sanctuary_local.verdict_model.decision import decide
 from sanctuary_local.verdict_model.inputs import VerdictInput, from_queries, without
 

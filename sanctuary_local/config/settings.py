@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from sanctuary_local.config_llm import LLMConfig, SamplingConfig
+from sanctuary_local.config.llm import LLMConfig, SamplingConfig
 from sanctuary_local.errors import UserError
 
 PROFILE_NAMES = ("cpu", "cpu-fast", "cpu-gemma", "paper")
@@ -193,7 +193,7 @@ class VerdictConfig:
     mode: str = "paper"
     """How the label is chosen. "trained": a classifier learned from AVeriTeC train
     (``trained_model``) gives the labels' probabilities from the claim and its evidence; no
-    LLM (``stages/verdict_trained.py``). "paper": the model reasons in free text and its
+    LLM (``stages/verdict/trained.py``). "paper": the model reasons in free text and its
     ``Label:`` line is parsed (the paper's Appendix B path, the specification). The LLM
     modes "scored" and "stance" were retired (``RETIRED_MODES``)."""
     flagged: str = "redact"

@@ -1,7 +1,7 @@
 """The model manifest's records (``sanctuary_local/data/manifest.toml``): a model fetched
 from the hub, a model shipped in PyPI packages, and the manifest that names them.
 
-Their own module so that ``models`` (which resolves names to paths) and ``model_parts``
+Their own module so that ``resolve`` (which resolves names to paths) and ``parts``
 (which assembles split packaged models) share them without importing each other."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from sanctuary_local.errors import UserError, require
 from sanctuary_local.ids import file_sha256
-from sanctuary_local.models import load_manifest, resolve_model, set_offline_env
+from sanctuary_local.models.resolve import load_manifest, resolve_model, set_offline_env
 
 SOURCE_RECORD = ".sanctuary-source.json"
 """Written into every prepared folder: what it was made from (read for idempotence)."""

@@ -1,11 +1,11 @@
 """Stage 3 (paper §4.4, Appendix B; issue 26): the verdict, as a line of small steps.
 
-Every step maps ``list[Draft]`` to ``list[Draft]`` in claim order (``verdict_draft``);
+Every step maps ``list[Draft]`` to ``list[Draft]`` in claim order (``draft``);
 each mode is a step of its own, chosen once by ``line(cfg)``, never a branch inside a step:
 
     every mode starts with: withhold flagged snippets (``verdict.guard_flagged``)
     trained (verdict.mode = "trained", no LLM): classify → justify from the evidence → record
-        (a model learned from AVeriTeC train, ``verdict_trained`` and ``verdict_model/``)
+        (a model learned from AVeriTeC train, ``trained`` and ``verdict_model/``)
     paper  (verdict.mode = "paper", the paper's path, its specification):
         prompt → generate → label re-ask → [parts re-ask] → [citations] → text label → record
 
@@ -13,34 +13,34 @@ The LLM modes that scored the four labels ("scored") or each passage's stance ("
 were retired: on held-out claims both labelled worse than always answering Refuted
 (docs/verdicts.md, "Retired modes").
 
-- guard: ``verdict_prompt.guard_flagged`` — snippets whose text looks like an instruction
+- guard: ``prompt.guard_flagged`` — snippets whose text looks like an instruction
   to the model are redacted (or left out) in every prompt's copy (issue 27);
-- prompt: ``verdict_prompt.build_prompts`` — fenced, neutralised, deduplicated evidence
+- prompt: ``prompt.build_prompts`` — fenced, neutralised, deduplicated evidence
   (``evidence_view``) fitted to the context;
-- generate, label re-ask, parts re-ask, text label: ``verdict_paper``;
-- classify, justify: ``verdict_trained``;
-- citations: ``verdict_cited``; record: ``verdict_record``.
+- generate, label re-ask, parts re-ask, text label: ``paper``;
+- classify, justify: ``trained``;
+- citations: ``cited``; record: ``record``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sanctuary_local.config import VerdictConfig
+from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.llm.base import LLMBackend
 from sanctuary_local.records import Claim, ClaimEvidence, HydeResult, Prediction
 from sanctuary_local.stages.evidence_view import (  # noqa: F401 - the stage's public names
     drop_order, evidence_items, format_evidence, official_evidence, placeholder_evidence,
 )
-from sanctuary_local.stages.parsing import parse_verdict_output
-from sanctuary_local.stages.verdict_cited import annotate_citations, check_and_reask, citation_rates  # noqa: F401
-from sanctuary_local.stages.verdict_draft import Context, Draft, Parts
-from sanctuary_local.stages.verdict_paper import LABEL_REASK_TOKENS, generate, reask_label, reask_parts, text_label  # noqa: F401
-from sanctuary_local.stages.verdict_prompt import (  # noqa: F401
+from sanctuary_local.stages.verdict.cited import annotate_citations, check_and_reask, citation_rates  # noqa: F401
+from sanctuary_local.stages.verdict.draft import Context, Draft, Parts
+from sanctuary_local.stages.verdict.paper import LABEL_REASK_TOKENS, generate, reask_label, reask_parts, text_label  # noqa: F401
+from sanctuary_local.stages.verdict.parsing import parse_verdict_output
+from sanctuary_local.stages.verdict.prompt import (  # noqa: F401
     build_prompts, build_verdict_request, config_prompt_hash, verdict_prompt_hash, guard_flagged,
 )
-from sanctuary_local.stages.verdict_record import record
-from sanctuary_local.stages.verdict_trained import TrainedVerdict, classify, justify
+from sanctuary_local.stages.verdict.record import record
+from sanctuary_local.stages.verdict.trained import TrainedVerdict, classify, justify
 
 Step = Callable[[list[Draft], Context], list[Draft]]
 _drop_order = drop_order  # the name older callers import
@@ -81,7 +81,7 @@ def run_verdict(
     (``decompose.enabled``): per claim its parts, or None to verify it whole.
     ``trained``: the loaded model of trained mode (``backend`` is then None)."""
     if cfg.mode == "trained" and trained is None:
-        raise ValueError("run_verdict: trained mode needs the loaded model (verdict_trained.load_trained)")
+        raise ValueError("run_verdict: trained mode needs the loaded model (trained.load_trained)")
     if cfg.mode != "trained" and backend is None:
         raise ValueError(f"run_verdict: mode {cfg.mode!r} needs an LLM backend")
     if not (len(claims) == len(hyde) == len(evidence)):

@@ -1,4 +1,4 @@
-"""The LLM sections of the config tree (``config.py`` holds the rest and the loading):
+"""The LLM sections of the config tree (``settings.py`` holds the rest and the loading):
 ``SamplingConfig`` (what a request sends) and ``LLMConfig`` (which backend runs a stage, and
 how). Every stage section that talks to a model has one of each."""
 

@@ -176,7 +176,7 @@ def run_identity(out: Path, cfg: Any, claims_sha256: str, store: Any, indices: l
     """Fingerprint the run (``fingerprint.run_fingerprint``), check it against ``out``'s
     (``check_state``, honouring ``opts.force`` and ``opts.restart``) and return
     ``{"fingerprint": …, "code": …}`` for the manifest."""
-    from sanctuary_local.fingerprint import HashCache, code_identity, run_fingerprint
+    from sanctuary_local.run.fingerprint import HashCache, code_identity, run_fingerprint
 
     out.mkdir(parents=True, exist_ok=True)
     code = code_identity()

@@ -14,7 +14,7 @@ from typing import Any
 from sanctuary_local.records import LABELS, Prediction
 from sanctuary_local.stages.evidence_view import official_evidence, suspected_injection
 from sanctuary_local.stages.hyde import hyde_prompt_hash
-from sanctuary_local.stages.verdict_draft import Context, Draft
+from sanctuary_local.stages.verdict.draft import Context, Draft
 
 
 def _redacted(d: Draft) -> list[list[int]]:

@@ -18,8 +18,8 @@ from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.prompts import load_prompt, render
 from sanctuary_local.records import EvidenceSnippet, Prediction
 from sanctuary_local.stages.citations import CitationOutcome, CitationReport, annotate, check_citations, numbered_snippets
-from sanctuary_local.stages.parsing import parse_verdict_output
-from sanctuary_local.stages.verdict_draft import Context, Draft
+from sanctuary_local.stages.verdict.draft import Context, Draft
+from sanctuary_local.stages.verdict.parsing import parse_verdict_output
 
 
 #: Flags of the first answer that a replacing re-ask's answer makes untrue: its label

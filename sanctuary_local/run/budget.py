@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sanctuary_local.config import Config
+from sanctuary_local.config.settings import Config
 
 # (max_questions, top_k_segments, max_snippets, max_tokens factor) per level.
 LEVELS: tuple[tuple[int, int, int, float], ...] = (

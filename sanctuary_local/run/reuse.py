@@ -40,10 +40,10 @@ from typing import Any
 
 import orjson
 
-from sanctuary_local.config import Config
+from sanctuary_local.config.settings import Config
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import read_regular
-from sanctuary_local.runstate import STAGE_FILES, STATE_FILE, StageFile
+from sanctuary_local.run.stage_files import STAGE_FILES, STATE_FILE, StageFile
 
 __all__ = ["CHAIN", "reusable_stages", "reuse_stages"]
 
@@ -95,7 +95,7 @@ def reusable_stages(src: Path, out: Path, config: Config, fingerprint: dict[str,
     effective config ``cfg`` and run fingerprint ``fingerprint``, in chain order (the
     prefix of ``CHAIN`` over which every input is equal). Raises ``UserError`` when the
     source cannot be reused at all."""
-    from sanctuary_local.fingerprint import result_settings
+    from sanctuary_local.run.fingerprint import result_settings
 
     cfg = result_settings(config.to_dict())
     if not src.is_dir():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 
-from sanctuary_local.config import VerdictConfig
+from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.prompts import prompt_hash
 
 __all__ = ["config_prompt_hash", "verdict_prompt_hash"]

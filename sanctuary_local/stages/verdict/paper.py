@@ -17,8 +17,8 @@ from typing import Any
 
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.prompts import load_prompt, render
-from sanctuary_local.stages.parsing import parse_verdict_output
-from sanctuary_local.stages.verdict_draft import Context, Draft, Parts
+from sanctuary_local.stages.verdict.draft import Context, Draft, Parts
+from sanctuary_local.stages.verdict.parsing import parse_verdict_output
 
 #: Generation cap of the label re-ask: the longest label is under ten tokens.
 LABEL_REASK_TOKENS = 12

@@ -1,6 +1,6 @@
 """Run outputs and user feedback: progress bars, run.log, predictions.json, submission.csv,
-the final summary table, timings.json (built by ``run_record``) and manifest.json
-(``run_manifest.py``, written from the start and kept current while stages run)."""
+the final summary table, timings.json (built by ``timings``) and manifest.json
+(``manifest.py``, written from the start and kept current while stages run)."""
 
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from sanctuary_local import __version__
-from sanctuary_local.config import Config
+from sanctuary_local.config.settings import Config
 from sanctuary_local.io.safe_io import atomic_write_bytes, open_append
-from sanctuary_local.run_record import run_timings
+from sanctuary_local.run.timings import run_timings
 
 if TYPE_CHECKING:
     from sanctuary_local.records import Prediction
-    from sanctuary_local.run_types import RunOptions, RunSummary
-    from sanctuary_local.runstate import StageFile
+    from sanctuary_local.run.options import RunOptions, RunSummary
+    from sanctuary_local.run.stage_files import StageFile
 
 log = logging.getLogger("sanctuary_local")
 _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
@@ -105,7 +105,7 @@ class _ManifestWriter:
 
     def __init__(self, out: Path, cfg: Config, opts: RunOptions, identity: dict[str, Any], t0: float,
                  stats: dict[str, dict[str, Any]]) -> None:
-        from sanctuary_local.run_manifest import RunManifest
+        from sanctuary_local.run.manifest import RunManifest
 
         self.manifest = RunManifest(out, cfg, opts, identity, t0)
         self.stats, self.running = stats, {}  # running: stage → when its current call started
@@ -201,8 +201,8 @@ class RunReporter:
                  decompose: StageFile | None = None) -> dict[str, Any]:
         """Write the outputs for ``preds``: all selected claims, or after an interrupted run
         the finished ones (then ``timings.json`` says ``"complete": false``)."""
-        from sanctuary_local.io.predictions import predictions_to_leaderboard, write_predictions_json
         from sanctuary_local.io.leaderboard import write_leaderboard_csv
+        from sanctuary_local.io.predictions import predictions_to_leaderboard, write_predictions_json
 
         write_predictions_json(preds, self.out / "predictions.json")
         write_leaderboard_csv(predictions_to_leaderboard(preds), self.out / "submission.csv")

@@ -1,6 +1,6 @@
 """What a run records about itself besides its outputs: ``timings.json`` (per-stage wall
 time, load time, tokens, per-claim distribution, memory, budget decisions), a pure function
-of what ``reporting.RunReporter`` measured. ``manifest.json`` is ``run_manifest.py``'s."""
+of what ``reporting.RunReporter`` measured. ``manifest.json`` is ``manifest.py``'s."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sanctuary_local.records import Prediction
-    from sanctuary_local.runstate import StageFile
+    from sanctuary_local.run.stage_files import StageFile
 
 __all__ = ["peak_rss_mb", "run_timings"]
 

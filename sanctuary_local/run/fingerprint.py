@@ -1,7 +1,7 @@
 """What decides a run's results, and only that: the run fingerprint (issue 29).
 
 ``run_state.json`` keeps it; a rerun in the same ``--out`` resumes only when it is equal
-(``runstate.check_state``), and ``run --reuse-from`` compares it stage by stage
+(``stage_files.check_state``), and ``run --reuse-from`` compares it stage by stage
 (``reuse.py``). Its parts:
 
 - ``config``: the effective config less ``EXECUTION_SETTINGS`` (how many processes and
@@ -40,7 +40,7 @@ from typing import Any
 
 import orjson
 
-from sanctuary_local.config import NEUTRAL_DEFAULTS, Config
+from sanctuary_local.config.settings import NEUTRAL_DEFAULTS, Config
 from sanctuary_local.io.safe_io import atomic_write_bytes, open_regular, read_regular
 from sanctuary_local.io.store import KnowledgeStore, content_id
 
@@ -219,7 +219,7 @@ def code_identity(package: Path | None = None) -> dict[str, Any]:
     commit) in a git checkout, else ``files:<hash>`` of the package's ``.py`` files. Prompt
     files and profiles are not code here: they are fingerprinted per stage
     (``prompts``, ``config``), so editing a prompt recomputes that stage on reuse."""
-    package = package or Path(__file__).resolve().parent
+    package = package or Path(__file__).resolve().parents[1]  # the whole package, not run/
     return _git_identity(package) or _files_identity(package)
 
 
@@ -268,7 +268,7 @@ def _model_identity(name: str, backend: str | None, models_dir: str, cache: Hash
     if backend == "openai_http":
         return f"server:{name}"  # the server holds the weights: only its name is known here
     from sanctuary_local.errors import UserError
-    from sanctuary_local.models import load_manifest, resolve_model
+    from sanctuary_local.models.resolve import load_manifest, resolve_model
     from sanctuary_local.retrieval.embed import STATIC_PREFIX
 
     if name.startswith(STATIC_PREFIX):  # distilled deterministically from its base model

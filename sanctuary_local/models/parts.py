@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from sanctuary_local.errors import MissingModel, UserError
-from sanctuary_local.model_types import PackagedModel
+from sanctuary_local.models.manifest import PackagedModel
 
 RECORD_SUFFIX = ".verified.json"
 """Next to an assembled file: the size, mtime and sha256 it had when it was verified."""

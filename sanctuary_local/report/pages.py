@@ -1,50 +1,25 @@
-"""A cited report for people: one self-contained HTML page per claim plus an index.
+"""The report's HTML: a claim's page (verdict, justification with its citations linked,
+every snippet highlighted inside its source page's text) and the index of all claims.
 
-Each claim page shows the claim, the verdict, the justification and every evidence
-snippet the verdict prompt saw, numbered as the prompt numbered them ("Evidence 2.1" =
-question 2, its first snippet kept in the prompt), so the justification's mentions of
-"Evidence q.n" become links to the snippet. Each snippet is shown highlighted (``<mark>``)
-inside its source page's text, at its exact character span: the text between the marks
-is ``document.text[start:end]``. Pages carry their CSS inline and load nothing: they
-open offline. Everything from the claims, the store, the run's files and the model is
-HTML-escaped; a span or score that is not a number (a hand-edited or hostile stage file)
-is shown as "?" (issue 27). Pages are written atomically (``io.safe_io``): a symlink
-planted at a page's path is replaced, never written through. The run's own small files
-(``run_state.json``, ``config.json``, ``timings.json``) are read only when they are
-regular files of at most ``MAX_RUN_FILE_BYTES`` (a FIFO or ``/dev/zero`` there is ignored).
-
-Inputs, all read-only: ``RUN_DIR/predictions.json`` (required), ``stage2_evidence.jsonl``
-(the snippets per question; without it the official evidence list is shown, numbered
-E1…; a claim the follow-up round merged new questions into is read from
-``stage2c_followup_evidence.jsonl``, which is what its verdict prompt saw), ``run_state.json`` (the store the run used, unless ``store`` is given) and the
-knowledge store (without it the snippet is shown alone, with a note).
+Everything shown is HTML-escaped; a span or score that is not a number (a hand-edited or
+hostile stage file) is shown as "?". Pages carry their CSS inline and load nothing.
 """
 
 from __future__ import annotations
 
 import html
 import re
-import zipfile
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
 from string import Template
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import orjson
-
-from sanctuary_local.errors import UserError
-from sanctuary_local.io.safe_io import atomic_write_bytes, open_regular, read_regular
 from sanctuary_local.records import ClaimEvidence, Prediction
 
-if TYPE_CHECKING:
-    from sanctuary_local.io.store import KnowledgeStore
-
-__all__ = ["ReportSnippet", "ReportSummary", "claim_snippets", "linkify_citations", "open_store", "read_stage2",
-           "snippet_in_context", "write_report"]
+__all__ = ["ReportSnippet", "claim_snippets", "linkify_citations", "page_name", "render_claim", "render_index",
+           "snippet_in_context"]
 
 #: Characters of the source page shown on each side of a snippet.
 CONTEXT_CHARS = 400
@@ -52,8 +27,6 @@ _CITE = re.compile(r"\b(Evidence (\d+)\.(\d+))\b")
 #: Source URLs that become links: plain http(s) only. A store is scraped web text, so a
 #: ``javascript:`` or ``data:`` URL (escaping does not defuse those) stays text.
 _LINKABLE = re.compile(r"https?://[^\s\x00-\x1f\x7f]+", re.IGNORECASE)
-#: Largest ``run_state.json`` / ``config.json`` / ``timings.json`` read for the pages.
-MAX_RUN_FILE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,34 +208,6 @@ def _index_row(p: Prediction) -> str:
             f"<td>{len(p.flags)}{degraded}</td></tr>")
 
 
-def _load_optional(path: Path) -> dict[str, Any]:
-    """A small JSON object file of the run; {} when absent, not a regular file, too big or bad."""
-    try:
-        obj = orjson.loads(read_regular(path, MAX_RUN_FILE_BYTES, "run file"))
-    except (OSError, UserError, orjson.JSONDecodeError):
-        return {}
-    return obj if isinstance(obj, dict) else {}
-
-
-def _dig(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        obj = obj.get(key) if isinstance(obj, dict) else None
-    return obj
-
-
-def run_info(run_dir: Path) -> str:
-    """One line about the run for the index, from ``config.json`` and ``timings.json``
-    (both optional): profile, the two LLMs, and whether the run is unfinished."""
-    cfg, timings = _load_optional(run_dir / "config.json"), _load_optional(run_dir / "timings.json")
-    parts = [f"profile {cfg['profile']}"] if isinstance(cfg.get("profile"), str) else []
-    for stage, name in (("hyde", "stage 1"), ("verdict", "stage 3")):
-        model = _dig(cfg, stage, "llm", "model")
-        if isinstance(model, str):
-            parts.append(f"{name} model {model}")
-    if timings.get("complete") is False:
-        parts.append(f"unfinished run: {timings.get('n_claims', '?')} of {timings.get('n_selected', '?')} claims")
-    return " · ".join(parts)
-
 
 def render_index(run_name: str, preds: list[Prediction], info: str = "") -> str:
     """The index: every claim with its verdict, flag count (degraded ones named) and a link;
@@ -281,122 +226,3 @@ def page_name(pred: Prediction) -> str:
     return f"claim_{pred.claim_index}.html"
 
 
-def read_stage2(path: Path) -> dict[int, ClaimEvidence]:
-    """Stage-2 records by claim index; unreadable lines (a torn last line) are skipped."""
-    out: dict[int, ClaimEvidence] = {}
-    try:
-        with open_regular(path) as fh:  # a FIFO or a device is no stage file: skipped
-            data = fh.read()
-    except (OSError, UserError):
-        return out
-    for raw in data.splitlines():
-        try:
-            obj = orjson.loads(raw)
-            out.setdefault(int(obj["claim_index"]), ClaimEvidence.from_dict(obj["record"]))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            continue
-    return out
-
-
-def _recorded_store(run_dir: Path) -> Path | None:
-    """The store the run used, as ``run_state.json`` records it (None: not recorded);
-    runs made before the store was fingerprinted by content name it in ``fingerprint.store``."""
-    state = _load_optional(run_dir / "run_state.json")
-    store = _dig(state, "store_path") or _dig(state, "fingerprint", "store")
-    if isinstance(store, str) and "@gen-" in store:  # a corpus index: "path@generation" (corpus/source.py)
-        store = store.rsplit("@gen-", 1)[0]
-    return Path(store) if isinstance(store, str) and store else None
-
-
-def open_store(run_dir: Path, store: Path | None) -> tuple[KnowledgeStore | None, str]:
-    """The knowledge store for the snippets' pages (``store``, else the run's own), or
-    None and the reason, which every page states; a missing store is never an error."""
-    from sanctuary_local.corpus.source import open_source
-
-    path = store if store is not None else _recorded_store(run_dir)
-    if path is None:
-        return None, f"{run_dir / 'run_state.json'} names no knowledge store and no --store was given"
-    try:
-        return open_source(path), ""  # a knowledge store, or a corpus index (issue 28)
-    except UserError as exc:
-        return None, str(exc)
-
-
-def _claim_docs(ks: KnowledgeStore | None, why_not: str, claim_index: int) -> tuple[dict[int, str] | None, str]:
-    """Document position → text of one claim's store file, or None and why not."""
-    if ks is None:
-        return None, why_not
-    if hasattr(ks, "unit_texts"):  # a corpus index: positions are its units, read on demand
-        return ks.unit_texts(), ""
-    if not ks.has(claim_index):
-        return None, f"{ks.file_name(claim_index)}: not in the knowledge store"
-    try:
-        load = ks.load(claim_index)
-    except (OSError, zipfile.BadZipFile) as exc:  # unreadable file or damaged archive: the page says so
-        return None, f"{ks.file_name(claim_index)}: cannot be read: {exc}"
-    damaged = [p for p in load.problems if "zip" in p.message or p.line == 0]
-    if damaged:  # a damaged, encrypted or unreadable member: its text cannot be trusted whole
-        return None, "; ".join(str(p) for p in damaged)
-    return {d.position: d.text for d in load.documents}, ""
-
-
-@dataclass(frozen=True, slots=True)
-class ReportSummary:
-    """What ``write_report`` wrote."""
-
-    index: Path
-    n_claims: int
-    #: Why the pages show no source pages ("" when the store was read).
-    store_problem: str
-
-
-def _write(path: Path, text: str) -> None:
-    try:  # atomic: a symlink planted at the page's path is replaced, not followed
-        atomic_write_bytes(path, text.encode("utf-8"))
-    except OSError as exc:
-        raise UserError(f"{path}: cannot write the report: {exc.strerror or exc}") from None
-
-
-def _read_predictions(run_dir: Path, claims_range: str | None) -> list[Prediction]:
-    """The run's predictions by claim index, those in ``claims_range`` (a:b) when given."""
-    from sanctuary_local.io.claims import parse_claims_range
-    from sanctuary_local.io.predictions import read_predictions_json
-
-    path = run_dir / "predictions.json"
-    if not run_dir.is_dir():
-        raise UserError(f"{run_dir}: not a run directory (it does not exist or is not a directory)")
-    if not path.is_file():
-        raise UserError(f"{path}: not found; is {run_dir} the --out of a finished `run`? "
-                        "(a killed run writes it when the same `run` command is run again to resume)")
-    preds = sorted(read_predictions_json(path), key=lambda p: p.claim_index)
-    if claims_range is None:
-        return preds
-    selected = parse_claims_range(claims_range)
-    kept = [p for p in preds if p.claim_index in selected]
-    if not kept:
-        raise UserError(f"{path}: --claims-range {claims_range} selects none of its {len(preds)} claims")
-    return kept
-
-
-def write_report(run_dir: Path, out: Path | None = None, store: Path | None = None,
-                 progress: Callable[[int, int], None] | None = None, claims_range: str | None = None) -> ReportSummary:
-    """Write ``index.html`` and one ``claim_<index>.html`` per prediction (those in
-    ``claims_range`` when given) into ``out`` (default ``run_dir/report``);
-    ``progress(done, total)`` is called before the first page and after each."""
-    tick = progress or (lambda done, total: None)
-    run_dir = Path(run_dir)
-    preds = _read_predictions(run_dir, claims_range)
-    stage2 = {**read_stage2(run_dir / "stage2_evidence.jsonl"), **read_stage2(run_dir / "stage2c_followup_evidence.jsonl")}
-    ks, why_not = open_store(run_dir, store)
-    out = Path(out) if out is not None else run_dir / "report"
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"{out}: cannot create the report directory: {exc.strerror or exc}") from None
-    tick(0, len(preds))
-    for i, p in enumerate(preds, start=1):
-        docs, reason = _claim_docs(ks, why_not, p.claim_index)
-        _write(out / page_name(p), render_claim(p, claim_snippets(p, stage2.get(p.claim_index)), docs, reason))
-        tick(i, len(preds))
-    _write(out / "index.html", render_index(run_dir.resolve().name, preds, run_info(run_dir)))
-    return ReportSummary(out / "index.html", len(preds), why_not)

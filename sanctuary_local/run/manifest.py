@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from sanctuary_local import __version__
-from sanctuary_local.config import Config
+from sanctuary_local.config.settings import Config
 from sanctuary_local.errors import UserError
 from sanctuary_local.ids import file_sha256
 from sanctuary_local.io.safe_io import atomic_write_bytes, read_regular
 
 if TYPE_CHECKING:
-    from sanctuary_local.run_types import RunOptions
+    from sanctuary_local.run.options import RunOptions
 
 __all__ = ["MANIFEST_FILE", "PACKAGES", "RunManifest"]
 
@@ -90,7 +90,7 @@ class RunManifest:
             ("hyde_llm", cfg.hyde.llm.model), ("verdict_llm", cfg.verdict.llm.model),
             ("sts_embedder", cfg.retrieval.sts.model), ("retrieval_embedder", cfg.retrieval.retriever.model))}
         fingerprint = self.identity.get("fingerprint") or {}
-        from sanctuary_local.fingerprint import libraries_identity
+        from sanctuary_local.run.fingerprint import libraries_identity
 
         versions = libraries_identity(PACKAGES)
         return {
@@ -110,7 +110,7 @@ def _template_hashes(cfg: Config) -> dict[str, str]:
         from sanctuary_local.stages.decompose import decompose_prompt_hash
         from sanctuary_local.stages.followup import followup_prompt_hash
         from sanctuary_local.stages.hyde import hyde_prompt_hash
-        from sanctuary_local.stages.verdict_hash import config_prompt_hash
+        from sanctuary_local.stages.verdict.prompt_hash import config_prompt_hash
 
         return {"hyde": hyde_prompt_hash(cfg.hyde.prompt), "decompose": decompose_prompt_hash(cfg.decompose),
                 "followup": followup_prompt_hash(cfg.followup.prompt), "verdict": config_prompt_hash(cfg.verdict)}
@@ -143,7 +143,7 @@ def _sha256_once(f: Path, st: os.stat_result) -> str:
 
 def _model_entry(name: str, models_dir: str) -> dict[str, Any]:
     """Model id and file hashes (large files: size only unless a checksum record exists)."""
-    from sanctuary_local.models import resolve_model
+    from sanctuary_local.models.resolve import resolve_model
 
     try:
         path = resolve_model(name, models_dir)

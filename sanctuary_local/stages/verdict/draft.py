@@ -1,6 +1,6 @@
 """The record stage 3's steps pass along, one per claim, and what every step may read.
 
-Stage 3 is a line of small steps (``stages/verdict.py``): prompt → generate → label →
+Stage 3 is a line of small steps (``stages/verdict/line.py``): prompt → generate → label →
 record (paper), or classify → justify → record (trained), each mode a step of its own. A
 step maps ``list[Draft]`` to ``list[Draft]`` in the same order, filling in its fields with
 ``dataclasses.replace``; no step re-parses what an earlier one wrote as text.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sanctuary_local.config import VerdictConfig
+from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.llm.base import ChatRequest, ChatResult, LLMBackend
 from sanctuary_local.records import Claim, ClaimEvidence, HydeResult
 
@@ -70,7 +70,7 @@ class Draft:
     result: ChatResult | None = None
     """The generated reasoning (paper mode)."""
     scores: LabelScores | None = None
-    """trained mode: the labels' probabilities (``verdict_trained.classify``)."""
+    """trained mode: the labels' probabilities (``trained.classify``)."""
     label: str | None = None
     justification: str = ""
     flags: tuple[str, ...] = ()
@@ -100,5 +100,5 @@ class Context:
     cfg: VerdictConfig
     prompts_hash: str = ""
     trained: Any = None
-    """trained mode: the loaded model and its rule (``verdict_trained.TrainedVerdict``)."""
+    """trained mode: the loaded model and its rule (``trained.TrainedVerdict``)."""
 

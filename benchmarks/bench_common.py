@@ -1,0 +1,20 @@
+"""What the benchmark scripts share: where the repository, ``../shared`` and the results are,
+the default claims, and the ``a:b`` range of claims a script is given. A script imports it as
+``from bench_common import ...`` (run as ``python benchmarks/x.py``, its folder is on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+#: AVeriTeC dev claims with gold (``../shared``): the claims the quality benchmarks run on.
+DEFAULT_CLAIMS = SHARED / "data" / "averitec" / "dev_part_a.json"
+RESULTS = REPO / "benchmarks" / "results"
+
+
+def parse_range(text: str) -> tuple[int, int]:
+    """``"a:b"`` (``":b"`` = ``"0:b"``) as ``(a, b)``."""
+    lo, _, hi = text.partition(":")
+    return int(lo or 0), int(hi)
