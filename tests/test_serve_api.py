@@ -303,7 +303,7 @@ def test_the_trained_verdict_is_resident_and_shows_its_stage(tmp_path: Path, rep
 
 
 def test_the_resident_engine_loads_the_trained_verdict_once() -> None:
-    from sanctuary_local.config import load_config
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.serve.resident import ResidentEngine
 
     cfg = load_config("cpu-fast").verdict

@@ -48,7 +48,7 @@ class _ResidentVerdict:
 
     def trained(self, verdict_cfg: Any) -> Any:
         """Stage 3's trained verdict model (``verdict.trained_model``), loaded on first use."""
-        from sanctuary_local.stages.verdict_trained import load_trained
+        from sanctuary_local.stages.verdict.trained import load_trained
 
         threads = int(getattr(verdict_cfg.llm, "n_threads", 0) or 2)  # as waves.trained_waves
         key = orjson.dumps([verdict_cfg.trained_model, verdict_cfg.trained_rule, threads])

@@ -90,7 +90,7 @@ def build(claims: Sequence[Claim], store: Path, out: Path, *, profile: str = "cp
           seed: int = 0, workers: int = 1, progress: Callable[[int, int], None] | None = None) -> int:
     """Retrieve evidence for (a seeded sample of) ``claims`` from ``store`` into ``out``,
     skipping the claims already there; returns the number of claims in ``out``."""
-    from sanctuary_local.config import load_config
+    from sanctuary_local.config.settings import load_config
     from sanctuary_local.io.store import KnowledgeStore
     from sanctuary_local.stages.evidence import run_retrieval
 
