@@ -71,7 +71,27 @@ class _ResidentVerdict:
             yield wave, results, (time.perf_counter() - t) / len(wave)
 
 
-class ResidentEngine(_ResidentVerdict):
+class _ResidentCorpus:
+    """The corpus kept open (``ResidentEngine``'s part for it), reopened when it changes."""
+
+    _lock: threading.Lock
+    _sources: dict[str, tuple[bytes, Any]]
+
+    def source(self, store: str | Path) -> Any:
+        """The corpus (``CorpusSource``), reopened when its live generation changed."""
+        from sanctuary_local.corpus.index import CURRENT
+        from sanctuary_local.corpus.source import open_source
+
+        path = Path(store)
+        current = (path / CURRENT).read_bytes() if (path / CURRENT).is_file() else b""
+        with self._lock:
+            known = self._sources.get(str(path))
+            if known is None or known[0] != current:
+                self._sources[str(path)] = known = (current, open_source(path))
+            return known[1]
+
+
+class ResidentEngine(_ResidentVerdict, _ResidentCorpus):
     """A run engine whose models outlive the run (see the module docstring)."""
 
     def __init__(self, on_stage: Callable[[str], None] | None = None) -> None:
@@ -108,19 +128,6 @@ class ResidentEngine(_ResidentVerdict):
                 self._retrievers[key] = EvidenceRetriever(cfg, models_dir)
                 self.load_s += time.perf_counter() - t
             return self._retrievers[key]
-
-    def source(self, store: str | Path) -> Any:
-        """The corpus (``CorpusSource``), reopened when its live generation changed."""
-        from sanctuary_local.corpus.index import CURRENT
-        from sanctuary_local.corpus.source import open_source
-
-        path = Path(store)
-        current = (path / CURRENT).read_bytes() if (path / CURRENT).is_file() else b""
-        with self._lock:
-            known = self._sources.get(str(path))
-            if known is None or known[0] != current:
-                self._sources[str(path)] = known = (current, open_source(path))
-            return known[1]
 
     def preload(self, cfg: Any) -> None:
         """Load what a check with config ``cfg`` needs (both LLM stages, retrieval) now."""
