@@ -36,11 +36,12 @@ def rescore(run: Path, indices: tuple[int, int], model: str) -> dict:
     preds, per = pipe.predict(directory)
     labels = [p.label for p in preds]
     xs = labelled(read_claims(DEV)[a:b], f"dev {a}:{b}")
-    gold_labels = decide(load_model(str(directory)).predict_proba(xs))
+    loaded = load_model(str(directory))
+    gold_labels = decide(loaded.predict_proba(xs))
     state = json.loads((run / "run_state.json").read_text())
     return {
         "run": str(run), "source_code": (state.get("fingerprint") or {}).get("code"), "model": model,
-        "model_sha256": load_model(str(directory)).sha256, "indices": f"{a}:{b}",
+        "model_sha256": loaded.sha256, "indices": f"{a}:{b}",
         "system": _m(pipe.gold, labels, pipe.hits(labels, preds)),
         "majority": _m(pipe.gold, [REFUTED] * len(labels), [0.0] * len(labels)),
         "gold_evidence": _m([x.label or "" for x in xs], gold_labels),

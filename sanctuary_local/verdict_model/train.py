@@ -77,9 +77,9 @@ def read_training_claims(path: Path) -> tuple[list[Claim], list[dict[str, Any]]]
     return claims, skipped
 
 
-def training_inputs(path: Path) -> tuple[list, list[dict[str, Any]]]:
-    """The labelled claims of a training file as inputs, and the skipped entries; a
-    one-line error if the file is unusable."""
+def training_inputs(path: Path) -> tuple[list[Claim], list, list[dict[str, Any]]]:
+    """The claims of a training file, their gold-evidence inputs, and the skipped entries;
+    a one-line error if the file is unusable."""
     claims, skipped = read_training_claims(path)
     if not claims:
         raise UserError(f"{path}: no claims to train on")
@@ -87,17 +87,16 @@ def training_inputs(path: Path) -> tuple[list, list[dict[str, Any]]]:
     absent = [lab for lab in LABELS if not any(x.label == lab for x in xs)]
     if absent:
         raise UserError(f"{path}: no claim is labelled {', '.join(repr(a) for a in absent)}; a verdict model needs every label")
-    return xs, skipped
+    return claims, xs, skipped
 
 
-def evidence_inputs(claims_path: Path, evidence: Path) -> tuple[list, dict[str, Any]]:
+def evidence_inputs(claims: Sequence[Claim], claims_path: Path, evidence: Path) -> tuple[list, dict[str, Any]]:
     """The training claims that have retrieved evidence (``verdict_model.evidence``), as
     stage 3 reads them, and what the model card records of the evidence file."""
     from sanctuary_local.verdict_model.evidence import inputs_from_evidence, read_evidence
 
     if not evidence.is_file():
         raise UserError(f"{evidence}: no such evidence file (build it with 'verdict-model evidence')")
-    claims, _ = read_training_claims(claims_path)
     found = read_evidence(evidence)
     xs = inputs_from_evidence(claims, found)
     if not xs:
@@ -126,11 +125,11 @@ def train(train_path: Path, out: Path, settings: TrainSettings, evals: Sequence[
 
     The training inputs are each claim's gold evidence (``gold``) and, with ``evidence``, the
     evidence retrieved for the claims there (``verdict-model evidence``): both, or either."""
-    xs, skipped = training_inputs(train_path)
+    claims, xs, skipped = training_inputs(train_path)
     n_claims, gold_labels = len(xs), dict(Counter(x.label for x in xs).most_common())
     retrieved: dict[str, Any] | None = None
     if evidence is not None:
-        rxs, retrieved = evidence_inputs(train_path, evidence)
+        rxs, retrieved = evidence_inputs(claims, train_path, evidence)
         xs = [*xs, *rxs] if gold else rxs
     elif not gold:
         raise UserError("training without the gold evidence needs an evidence file (--evidence)")
