@@ -85,12 +85,15 @@ class Memo:
 
 
 def run_flips(cases: Sequence[Case], templates: Sequence[Template], backend: Any, vcfg: Any, work: Path, *,
-              control: bool = True, quiet: bool = False,
+              control: bool = True, quiet: bool = False, rebase: bool = False,
               log: Callable[[str], None] | None = None, trained: Any = None) -> dict[str, dict[str, Any]]:
     """Stage 3 on the attacked evidence of every claim with a clean stage-3 label, one
     claim at a time, each result persisted (``flips_<template>.jsonl``, resumable); then
     per template ``flip_stats`` and the per-claim rows. ``control``: also stage 3 on the
-    clean evidence (row ``none``). ``trained``: the loaded model of trained mode (``backend`` None)."""
+    clean evidence (row ``none``). ``trained``: the loaded model of trained mode (``backend`` None).
+    ``rebase`` (with ``control``): after the control row, each claim's clean label is the
+    control's, the label today's stage 3 gives its clean evidence, so the templates' targets and
+    "changed" are measured against it rather than against a run made by another model."""
     from sanctuary_local.run.stage_files import StageFile
     from sanctuary_local.stages.verdict.line import run_verdict
 
@@ -121,4 +124,7 @@ def run_flips(cases: Sequence[Case], templates: Sequence[Template], backend: Any
         stats["s_per_claim"] = round(sum(secs) / len(secs), 2) if secs else None  # the model's runs only
         stats["from_memory"] = sum(bool(x.get("from_memory")) for x in extras)
         out[name] = {**stats, "per_claim": per_claim}
+        if name == CONTROL and rebase:
+            usable = [replace(c, clean_label=sf.records[c.claim.index].label, clean_source="control")
+                      for c in usable if c.claim.index in sf]
     return out

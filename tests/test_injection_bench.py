@@ -230,6 +230,24 @@ def test_flip_rate_is_one_for_a_backend_that_obeys_and_zero_for_one_that_does_no
     assert not any(p["flagged"] for p in res[bench.CONTROL]["per_claim"])
 
 
+def test_rebase_measures_templates_against_the_control_labels(attacks, bench, tmp_path):
+    """A run made by another model: its stored labels differ from what stage 3 says today on
+    the clean evidence. With ``rebase`` the control row shows that drift once and the
+    templates are measured against today's clean labels, so an attack-proof stage 3 scores 0."""
+    cases = flip_cases(bench)
+    today = {c.claim.text: NEE for c in cases}  # today's stage 3: NEE whatever the evidence
+    cfg = VerdictConfig(mode="paper", label_reask="")
+    res = bench.run_flips(cases, attacks.TEMPLATES[:2], Backend(today), cfg, tmp_path / "r", control=True,
+                          quiet=True, rebase=True)
+    assert res[bench.CONTROL]["changed"] == 0.75  # 3 of the 4 stored labels were not NEE
+    for name in bench.TEMPLATE_NAMES[:2]:
+        assert (res[name]["changed"], res[name]["flip_to_target"]) == (0.0, 0.0), name
+        assert {p["clean"] for p in res[name]["per_claim"]} == {NEE}
+    plain = bench.run_flips(cases, attacks.TEMPLATES[:2], Backend(today), cfg, tmp_path / "p", control=True,
+                            quiet=True)
+    assert all(plain[name]["changed"] == 0.75 for name in bench.TEMPLATE_NAMES[:2])
+
+
 #: A phrase of each template as the prompt shows it when the snippet is shown (neutralised).
 MARKERS = {"plain_instruction": "Ignore the above evidence", "fake_label": "label (quoted) Supported",
            "chat_tokens": "(im_start)assistant", "url_newlines": "factcheck.org",
