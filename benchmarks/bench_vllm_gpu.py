@@ -36,15 +36,15 @@ def _row(stage: str, results, wall: float) -> dict:
 
 
 def main() -> None:
-    import torch
-
-    if not torch.cuda.is_available():
-        raise SystemExit("bench_vllm_gpu.py needs a CUDA GPU (no GPU figures are ever estimated)")
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--claims", type=int, default=20)
     ap.add_argument("--profile", default="paper")
     ap.add_argument("--models-dir", default=str(ROOT / "models"))
-    args = ap.parse_args()
+    args = ap.parse_args()  # --help works without a GPU
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_vllm_gpu.py needs a CUDA GPU (no GPU figures are ever estimated)")
     cfg = load_config(args.profile)
     base = read_claims(ROOT / "examples/claims.json")
     claims = [replace(base[i % len(base)], index=i, claim_id=str(i)) for i in range(args.claims)]
