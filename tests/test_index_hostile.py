@@ -139,6 +139,28 @@ def test_a_second_run_refuses_while_the_first_holds_the_index(docs: Path, tmp_pa
     assert main(["index", str(docs), "--out", str(out), "--quiet"]) == 0  # the lock died with its holder
 
 
+def test_a_marker_renamed_in_between_the_checks_is_not_taken_for_foreign_files(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race `test_two_concurrent_runs_leave_a_sound_index` once hit: run B reads no marker,
+    run A (holding the lock) renames its marker in, then B lists the folder and sees it. B must
+    take the folder for an index (and then meet A's lock), not refuse it as the user's files."""
+    from sanctuary_local.corpus import outdir
+
+    out = tmp_path / "ix"
+    out.mkdir()
+    outdir.write_marker(out)
+    real, calls = outdir._marker_format, []
+
+    def late(path: Path) -> str | None:  # the first read happens before A's rename
+        calls.append(path)
+        return None if len(calls) == 1 else real(path)
+
+    monkeypatch.setattr(outdir, "_marker_format", late)
+    (tmp_path / "docs").mkdir()
+    assert outdir.check_out(out, tmp_path / "docs") is True
+    assert len(calls) == 2
+
+
 def test_two_concurrent_runs_leave_a_sound_index(tmp_path: Path) -> None:
     folder = _many_notes(tmp_path / "notes")
     ref = build_index(folder, tmp_path / "ref")

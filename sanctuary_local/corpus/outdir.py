@@ -97,6 +97,9 @@ def check_out(out: Path, root: Path) -> bool:
         names = sorted(n for n in os.listdir(out) if n != LOCK_NAME and not _MARKER_TEMP.fullmatch(n))
         if not names:
             return False
+        if MARKER in names:  # a run that holds the lock renamed its marker in since we read it
+            fmt = _marker_format(out)
+    if fmt is None:
         shown = ", ".join(repr(printable(n)) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         raise UserError(f"{out}: --out holds files that are not an index made by `{_MADE_BY}` ({shown}); "
                         f"give it a new or empty folder (nothing there is deleted or overwritten)")
