@@ -1,10 +1,12 @@
 """What the benchmark scripts share: where the repository, ``../shared`` and the results are,
-the default claims, and the ``a:b`` range of claims a script is given. A script imports it as
+the default claims, the ``a:b`` range of claims a script is given, and the machine's load. A script imports it as
 ``from bench_common import ...`` (run as ``python benchmarks/x.py``, its folder is on ``sys.path``).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,3 +20,11 @@ def parse_range(text: str) -> tuple[int, int]:
     """``"a:b"`` (``":b"`` = ``"0:b"``) as ``(a, b)``."""
     lo, _, hi = text.partition(":")
     return int(lo or 0), int(hi)
+
+
+def uptime() -> str:
+    """`uptime`'s line (load averages over 1, 5, 15 min), recorded beside every timing."""
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())

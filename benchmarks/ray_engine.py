@@ -23,15 +23,15 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+from bench_common import REPO as ROOT
+from bench_common import RESULTS, uptime
+
 EXAMPLES = ROOT / "examples"
 PROFILE = str(ROOT / "tests" / "data" / "tiny_cpu.toml")
 
@@ -70,10 +70,6 @@ def one_run(engine: str, claims: Path, store: Path, out: Path, latency: float, *
     stages = {k: round(float(v.get("total_s", v.get("seconds", 0.0)) or 0.0), 2)
               for k, v in summary.timings.get("stages", {}).items()}
     return {"engine": engine, "wall_s": round(wall, 2), "claims": summary.n_claims, "stages_s": stages}
-
-
-def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def overhead(args: argparse.Namespace) -> None:

@@ -35,18 +35,10 @@ from typing import Any
 
 import orjson
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
+from bench_common import REPO, RESULTS, uptime
+
 #: Seconds between two polls of a running check (the measured time is late by at most this).
 POLL_S = 0.1
-
-
-def uptime() -> str:
-    """`uptime`'s line (load averages over 1, 5, 15 min)."""
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def cli(*args: str) -> list[str]:

@@ -22,13 +22,11 @@ import sys
 import time
 from pathlib import Path
 
+from bench_common import uptime
+
 ROOT = Path(__file__).resolve().parents[1]
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)s (setup|call|teardown)\s+(\S+)$")
 SUMMARY = re.compile(r"\d+ (passed|failed|errors?|skipped|deselected)\b.* in \d")
-
-
-def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def main() -> int:

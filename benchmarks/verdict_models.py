@@ -33,7 +33,9 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+from bench_common import DEFAULT_CLAIMS as DEV
+from bench_common import REPO, RESULTS
+
 sys.path.insert(0, str(REPO))
 
 from sanctuary_local.config.settings import VerdictConfig  # noqa: E402
@@ -49,8 +51,6 @@ from sanctuary_local.verdict_model.decision import decide, fit_offsets  # noqa: 
 from sanctuary_local.verdict_model.evaluate import labelled  # noqa: E402
 from sanctuary_local.verdict_model.store import load_model, read_card  # noqa: E402
 
-DEV = REPO.parent / "shared" / "data" / "averitec" / "dev_part_a.json"
-RESULTS = REPO / "benchmarks" / "results"
 GOLD_RANGES = ((0, 50), (100, 250))
 
 

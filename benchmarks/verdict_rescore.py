@@ -18,6 +18,7 @@ import os
 import time
 from pathlib import Path
 
+from bench_common import parse_range
 from verdict_models import DEV, RESULTS, PipelineRun, _cell, _m
 
 from sanctuary_local.io.claims import read_claims
@@ -72,7 +73,7 @@ def main() -> None:
     ap.add_argument("--label", required=True)
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
-    a, b = (int(x) for x in args.indices.split(":"))
+    a, b = parse_range(args.indices)
     r = rescore(args.run, (a, b), args.model)
     meta = {"label": args.label, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
             "load": [round(x, 2) for x in os.getloadavg()]}
