@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from sanctuary_local.records import ClaimEvidence, HydeResult, QueryEvidence
-from sanctuary_local.run.waves import TRAINED_WAVE, resilient, waves
+from sanctuary_local.run.waves import resilient, trained_threads, trained_waves, waves
 
 __all__ = ["ResidentEngine"]
 
@@ -46,29 +46,26 @@ class _ResidentVerdict:
     load_s: float
     on_stage: Callable[[str], None]
 
-    def trained(self, verdict_cfg: Any) -> Any:
-        """Stage 3's trained verdict model (``verdict.trained_model``), loaded on first use."""
+    def trained_model(self, name: str, rule: bool, threads: int) -> Any:
+        """``trained.load_trained``, each model loaded on first use and kept."""
         from sanctuary_local.stages.verdict.trained import load_trained
 
-        threads = int(getattr(verdict_cfg.llm, "n_threads", 0) or 2)  # as waves.trained_waves
-        key = orjson.dumps([verdict_cfg.trained_model, verdict_cfg.trained_rule, threads])
+        key = orjson.dumps([name, rule, threads])
         with self._lock:
             if key not in self._trained:
                 t = time.perf_counter()
-                self._trained[key] = load_trained(verdict_cfg.trained_model, verdict_cfg.trained_rule, threads)
+                self._trained[key] = load_trained(name, rule, threads)
                 self.load_s += time.perf_counter() - t
             return self._trained[key]
 
-    def trained_waves(self, verdict_cfg: Any, st: Any, llm_cfg: Any, models_dir: str, todo: list[Any], size: int,
-                      work: Callable[[Any, list[Any]], list[Any]],
-                      fallback: Callable[[Any, Exception], Any]) -> Iterator[tuple[list[Any], list[Any], float]]:
-        """``waves.trained_waves`` with the resident verdict model (``llm_cfg``, ``size`` unused)."""
+    def trained(self, verdict_cfg: Any) -> Any:
+        """Stage 3's trained verdict model (``verdict.trained_model``), loaded on first use."""
+        return self.trained_model(verdict_cfg.trained_model, verdict_cfg.trained_rule, trained_threads(verdict_cfg))
+
+    def trained_waves(self, verdict_cfg: Any, st: Any, *args: Any) -> Iterator[tuple[list[Any], list[Any], float]]:
+        """``waves.trained_waves`` with the resident verdict model."""
         self.on_stage(st.name)
-        model = st.timed_load(lambda: self.trained(verdict_cfg))
-        for wave in waves(todo, TRAINED_WAVE):
-            t = time.perf_counter()
-            results = resilient(wave, lambda w: work(model, w), fallback)
-            yield wave, results, (time.perf_counter() - t) / len(wave)
+        yield from trained_waves(verdict_cfg, st, *args, load=self.trained_model)
 
 
 class _ResidentCorpus:
