@@ -55,6 +55,9 @@ def test_prompt_snapshot():
     assert hashlib.sha256(msg.content.encode()).hexdigest()[:16] == SNAPSHOT
     assert req.sampling == SamplingConfig(temperature=0.5, top_p=0.8, min_p=0.1, max_tokens=2048)
     assert req.json_schema is None and req.tag == "hyde:7"
+    # The fixed head (instructions + example) is named for the backend's prefix cache.
+    assert msg.content.startswith(req.cache_prefix) and req.cache_prefix.endswith("Now process this claim:\n\nClaim: ")
+    assert req.cache_prefix == build_hyde_request(replace(CLAIM, text="Other."), HydeConfig()).cache_prefix
 
 
 SNAPSHOT = "1240b4b114f48f71"  # sha256[:16] of the rendered prompt for CLAIM

@@ -40,9 +40,10 @@ def _model_path() -> Path:
 
 
 @pytest.fixture(scope="session")
-def llama() -> LLMBackend:
+def llama(tmp_path_factory: pytest.TempPathFactory) -> LLMBackend:
     _model_path()
     backend = make_backend(LLMConfig(backend="llama_cpp", model=QWEN, max_model_len=4096, n_threads=2))
+    backend._prefixes.root = tmp_path_factory.mktemp("prefix_kv")  # not the user's cache
     yield backend
     backend.close()
 
@@ -115,25 +116,83 @@ def test_reused_prefix_rule():
     assert reused_prefix([7, 2], [1, 2]) == 0
 
 
-def test_llama_reuses_the_shared_prompt_prefix(llama, claims):
-    # Consecutive stage-1 prompts share the instructions and worked example; only the
-    # claim-specific tail (last in the prompt) is evaluated again. llama.cpp's own counters
-    # confirm what ChatResult.cached_tokens reports.
+def _evaluated(backend, reqs):
+    """Each request's result and the prompt tokens llama.cpp evaluated for it (its own counter)."""
     import llama_cpp
 
-    cfg = HydeConfig(sampling=SamplingConfig(temperature=0.0, max_tokens=4))
-    reqs = [build_hyde_request(c, cfg) for c in claims]
-    llama.generate([ChatRequest((ChatMessage("user", "warm-up"),), cfg.sampling)])  # perf counters start at 1
-    results, evaluated = [], []
+    backend.generate([ChatRequest((ChatMessage("user", "warm-up"),), SamplingConfig(max_tokens=1))])  # counters start at 1
+    out = []
     for req in reqs:
-        before = llama_cpp.llama_perf_context(llama._llm.ctx).n_p_eval
-        results += llama.generate([req])
-        evaluated.append(llama_cpp.llama_perf_context(llama._llm.ctx).n_p_eval - before)
-    first, second = results
-    assert first.ok and second.ok and first.cached_tokens < 30  # only the chat preamble is shared with "warm-up"
-    assert second.cached_tokens > 0.8 * second.prompt_tokens
-    for r, n in zip(results, evaluated):
-        assert n == r.prompt_tokens - r.cached_tokens
+        before = llama_cpp.llama_perf_context(backend._llm.ctx).n_p_eval
+        (res,) = backend.generate([req])
+        out.append((res, llama_cpp.llama_perf_context(backend._llm.ctx).n_p_eval - before))
+    return out
+
+
+def test_llama_reuses_the_shared_prompt_prefix(claims, tmp_path):
+    # Stage-1 prompts share their instructions and worked example (the template before its
+    # first placeholder, ChatRequest.cache_prefix). The first request evaluates that head
+    # and saves its KV state; the next request keeps it in memory and evaluates only its
+    # claim; a new process reads it from disk. llama.cpp's own counters confirm what
+    # ChatResult.cached_tokens reports, and the text is the same whichever way the head came.
+    _model_path()
+    cfg = HydeConfig(sampling=SamplingConfig(temperature=0.5, top_p=0.8, min_p=0.1, max_tokens=12))
+    first_req, second_req = [build_hyde_request(c, cfg) for c in claims]
+    llm_cfg = LLMConfig(backend="llama_cpp", model=QWEN, max_model_len=4096, n_threads=2)
+    runs = []
+    for _ in range(2):  # two processes' worth: the second finds the head on disk
+        backend = make_backend(llm_cfg)
+        backend._prefixes.root = tmp_path
+        runs.append(_evaluated(backend, [first_req, second_req, first_req]))
+        backend.close()
+    (cold, n_cold), (second, n_second), (again, n_again) = runs[0]
+    head = second.cached_tokens
+    assert cold.ok and second.ok and again.ok and cold.cached_tokens == 0 and n_cold == cold.prompt_tokens
+    assert 0.8 * second.prompt_tokens < head < second.prompt_tokens and n_second == second.prompt_tokens - head
+    assert again.cached_tokens == head and n_again == again.prompt_tokens - head  # the other claim's tokens are dropped
+    assert again.text == cold.text  # computed the same way whatever came before
+    assert len(list(tmp_path.glob("*.kv"))) == 1
+    (disk, n_disk), (second2, _), _ = runs[1]
+    assert disk.cached_tokens == head and n_disk == disk.prompt_tokens - head
+    assert disk.text == cold.text and second2.text == second.text
+
+
+def test_llama_prefix_cache_refuses_a_damaged_file(claims, tmp_path):
+    # A truncated or tampered state file never reaches llama.cpp: the head is evaluated
+    # again, the text is the same, and the file is rewritten sound.
+    _model_path()
+    req = build_hyde_request(claims[0], HydeConfig(sampling=SamplingConfig(temperature=0.0, max_tokens=6)))
+    llm_cfg = LLMConfig(backend="llama_cpp", model=QWEN, max_model_len=4096, n_threads=2)
+    texts = []
+    for damage in (None, lambda b: b[: len(b) // 2], lambda b: b[:-1] + bytes([b[-1] ^ 1]), lambda b: b"not a state"):
+        if damage is not None:
+            (kv,) = tmp_path.glob("*.kv")
+            kv.write_bytes(damage(kv.read_bytes()))
+        backend = make_backend(llm_cfg)
+        backend._prefixes.root = tmp_path
+        ((res, n),) = _evaluated(backend, [req])
+        backend.close()
+        assert res.ok and res.cached_tokens == 0 and n == res.prompt_tokens  # evaluated, not read
+        texts.append(res.text)
+    assert len(set(texts)) == 1
+    backend = make_backend(llm_cfg)  # and the rewritten file is read
+    backend._prefixes.root = tmp_path
+    ((res, n),) = _evaluated(backend, [req])
+    backend.close()
+    assert res.cached_tokens > 0 and res.text == texts[0]
+
+
+def test_llama_prefix_cache_off_writes_nothing(claims, tmp_path, monkeypatch):
+    _model_path()
+    import sanctuary_local.llm.prefix_cache as prefix_cache
+
+    monkeypatch.setattr(prefix_cache, "prefix_dir", lambda: tmp_path / "prefix_kv")
+    req = build_hyde_request(claims[0], HydeConfig(sampling=SamplingConfig(temperature=0.0, max_tokens=4)))
+    backend = make_backend(LLMConfig(backend="llama_cpp", model=QWEN, max_model_len=4096, n_threads=2,
+                                     prefix_cache=False))
+    (res,) = backend.generate([req])
+    backend.close()
+    assert res.ok and backend._prefixes is None and not (tmp_path / "prefix_kv").exists()
 
 
 def test_llama_prompt_too_long_is_an_error_result(llama):

@@ -131,10 +131,11 @@ def _differences(a: object, b: object, path: str = "") -> Iterator[str]:
 
 
 def _no_seconds(rec: object) -> object:
-    """The record less every ``seconds`` and ``timings`` field at any depth (wall times
-    differ run to run; the stage-3 record's ``meta`` carries stage 1's and its own)."""
+    """The record less every ``seconds``, ``timings`` and ``cached_tokens`` field at any depth
+    (wall times differ run to run, and so does what a process found in the prompt-prefix
+    cache; the stage-3 record's ``meta`` carries stage 1's and its own)."""
     if isinstance(rec, dict):
-        return {k: _no_seconds(v) for k, v in rec.items() if k not in ("seconds", "timings")}
+        return {k: _no_seconds(v) for k, v in rec.items() if k not in ("seconds", "timings", "cached_tokens")}
     if isinstance(rec, list):
         return [_no_seconds(v) for v in rec]
     return rec

@@ -31,6 +31,11 @@ class ChatRequest:
     sampling: SamplingConfig
     json_schema: dict[str, Any] | None = None
     tag: str = ""  # free text for logs, e.g. "hyde:12"
+    cache_prefix: str = ""
+    """The leading text of the last message that every request of the stage shares (its
+    template before the first placeholder). llama.cpp evaluates it apart and keeps its KV
+    cache, in memory and (``llm.prefix_cache``) on disk; other backends ignore it (vLLM
+    and the servers cache prefixes themselves)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,12 @@ previous prompt and completion), keeps the KV cache of the longest common prefix
 (``kv_cache_seq_rm`` from there on) and evaluates only the rest, so the shared instructions
 + few-shot prefix of a stage is processed once. ``ChatResult.cached_tokens`` reports that
 prefix per request, computed by the same rule.
+
+A request that names its fixed head (``ChatRequest.cache_prefix``: stage 1's instructions and
+example) has that head evaluated on its own, then the rest: the head's KV cache is kept for
+the next request (the previous claim's tokens are dropped, so every claim is computed the
+same way) and, with ``llm.prefix_cache``, saved on disk for the next process
+(``prefix_cache.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from sanctuary_local.config.settings import LLMConfig, SamplingConfig
 from sanctuary_local.errors import UserError, require
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.llm.chat_template import load_chat_template, render_chat
+from sanctuary_local.llm.prefix_cache import MIN_PREFIX_TOKENS, PrefixStore, hold_head
 from sanctuary_local.models.resolve import resolve_model
 
 log = logging.getLogger(__name__)
@@ -140,11 +147,26 @@ class LlamaCppBackend:
         self._eos = token_text(self._llm, self._llm.token_eos())
         self._stop = [m for m in _TURN_ENDS if m in self._template]
         self._grammars: dict[str, Any] = {}
+        self._prefixes = PrefixStore(path, llama_cpp, cfg.max_model_len, cfg.n_batch) if cfg.prefix_cache else None
+
+    def _tokenize(self, text: str) -> list[int]:
+        # The template writes the BOS text itself: parse special tokens, add no second BOS.
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
 
     def _tokens(self, messages: tuple[ChatMessage, ...]) -> list[int]:
-        prompt = render_chat(self._template, messages, self._bos, self._eos)
-        # The template writes the BOS text itself: parse special tokens, add no second BOS.
-        return self._llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        return self._tokenize(render_chat(self._template, messages, self._bos, self._eos))
+
+    def _head_length(self, req: ChatRequest, tokens: list[int]) -> int:
+        """Tokens of ``tokens`` that are the request's fixed head (``cache_prefix``), 0 for none."""
+        head, last = req.cache_prefix, req.messages[-1].content
+        if not head or not last.startswith(head):
+            return 0
+        prompt = render_chat(self._template, req.messages, self._bos, self._eos)
+        at = prompt.rfind(last)
+        if at < 0:
+            return 0
+        n = reused_prefix(self._tokenize(prompt[: at + len(head)]), tokens)
+        return n if MIN_PREFIX_TOKENS <= n < len(tokens) else 0
 
     def count_tokens(self, messages: tuple[ChatMessage, ...]) -> int:
         """Exact prompt length in tokens after the chat template."""
@@ -166,7 +188,11 @@ class LlamaCppBackend:
         args = completion_args(req.sampling, min(req.sampling.max_tokens, room), self._stop)
         if req.json_schema is not None:
             args["grammar"] = self._grammar(req.json_schema)
-        cached = reused_prefix(self._llm._input_ids.tolist(), tokens)  # what the context holds now
+        head = self._head_length(req, tokens)
+        if head:
+            cached = hold_head(self._llm, tokens[:head], self._prefixes)
+        else:
+            cached = reused_prefix(self._llm._input_ids.tolist(), tokens)  # what the context holds now
         out = self._llm.create_completion(prompt=tokens, **args)
         extra = {"grammar": req.json_schema is not None, "room_capped": args["max_tokens"] < req.sampling.max_tokens}
         return completion_result(out, len(tokens), t0, extra, cached)

@@ -42,6 +42,12 @@ def prompt_hash(*names: str) -> str:
     return h.hexdigest()[:16]
 
 
+def fixed_head(template: str) -> str:
+    """The template's text before its first placeholder: what every rendering shares."""
+    m = _PLACEHOLDER.search(template)
+    return template[: m.start()] if m else template
+
+
 def render(template: str, **fields: str) -> str:
     """Replace every ``{{name}}`` with ``fields[name]``; every field must be used once at least."""
     used: set[str] = set()

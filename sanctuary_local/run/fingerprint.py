@@ -60,6 +60,7 @@ EXECUTION_SETTINGS: tuple[str, ...] = (
     "retrieval.workers",  # retrieval processes
     "retrieval.index_cache",  # where BM25 indexes are cached (same index either way)
     "*.llm.n_threads",  # llama.cpp CPU threads
+    "*.llm.prefix_cache",  # llama.cpp: a prompt head's KV cache read from disk or evaluated (same bytes)
     "*.llm.concurrency",  # openai_http requests in flight
     "*.llm.batch_size",  # prompts per backend call
     "*.llm.timeout_s",  # openai_http per-request timeout

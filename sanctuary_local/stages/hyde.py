@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from sanctuary_local.config.settings import HydeConfig
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, LLMBackend
-from sanctuary_local.prompts import load_prompt, load_schema, prompt_hash, render
+from sanctuary_local.prompts import fixed_head, load_prompt, load_schema, prompt_hash, render
 from sanctuary_local.records import Claim, Generation, HydeResult, Query
 from sanctuary_local.stages.parsing import parse_hyde_output
 
@@ -61,12 +61,13 @@ def claim_fields(claim: Claim) -> dict[str, str]:
 
 def build_hyde_request(claim: Claim, cfg: HydeConfig) -> ChatRequest:
     """The stage-1 chat request; the JSON schema is attached when ``llm.structured_output``."""
-    text = render(load_prompt(cfg.prompt), **claim_fields(claim))
+    template = load_prompt(cfg.prompt)
     return ChatRequest(
-        messages=(ChatMessage("user", text),),
+        messages=(ChatMessage("user", render(template, **claim_fields(claim))),),
         sampling=cfg.sampling,
         json_schema=load_schema(SCHEMA_FILE) if cfg.llm.structured_output else None,
         tag=f"hyde:{claim.index}",
+        cache_prefix=fixed_head(template),
     )
 
 
