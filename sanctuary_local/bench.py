@@ -38,6 +38,7 @@ def _stage_summary(st: dict[str, Any]) -> dict[str, Any]:
         "tokens_out": out,
         "tokens_per_s_in": round((st.get("tokens_in") or 0) / total, 2) if total else None,
         "tokens_per_s_out": round(out / total, 2) if total else None,
+        **({"questions": st["questions"]} if "questions" in st else {}),
     }
 
 
@@ -98,6 +99,9 @@ def to_markdown(res: dict[str, Any]) -> str:
                      f"{_fmt(st['load_s'])} | {st['tokens_in']} | {st['tokens_out']} | {_fmt(st['tokens_per_s_in'])} | "
                      f"{_fmt(st['tokens_per_s_out'])} |")
     verdict = "within" if t["within_budget"] else "OVER"
+    q = res["stages"].get("hyde", {}).get("questions")
+    if q and q.get("mean") is not None:
+        lines += ["", f"Stage 1 questions per claim: mean {_fmt(q['mean'])}, fewest {q['min']}."]
     gpu = res["gpu"] or {}
     lines += [
         "",

@@ -47,6 +47,15 @@ def test_markdown_json_and_png_are_written(timings: dict, tmp_path: Path) -> Non
     md = paths[1].read_text("utf-8")
     assert "| hyde |" in md and "projected for 1,000 claims" in md and "60 s/claim budget" in md
     assert bench.load_result(paths[0]) == json.loads(json.dumps(res))
+    assert "questions per claim" not in md  # timings from before stage 1 counted its questions
+
+
+def test_markdown_reports_stage1_questions(timings: dict) -> None:
+    t = copy.deepcopy(timings)
+    t["stages"]["hyde"]["questions"] = {"mean": 5.25, "p50": 5.0, "p95": 6.0, "min": 4}
+    res = bench.summarize(t, "cpu", "q")
+    assert res["stages"]["hyde"]["questions"]["min"] == 4
+    assert "Stage 1 questions per claim: mean 5.25, fewest 4." in bench.to_markdown(res)
 
 
 def test_compare_ratios(timings: dict) -> None:

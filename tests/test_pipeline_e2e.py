@@ -62,6 +62,9 @@ def test_outputs_exist_and_validate(reference_run: Path) -> None:
     timings = orjson.loads((reference_run / "timings.json").read_bytes())
     assert set(timings["stages"]) == {"hyde", "retrieval", "verdict"}
     assert timings["stages"]["hyde"]["tokens_out"] > 0 and timings["peak_rss_mb"] > 0
+    counts = [len(orjson.loads(x)["record"]["queries"]) for x in (reference_run / "stage1_hyde.jsonl").read_bytes().splitlines()]
+    assert timings["stages"]["hyde"]["questions"]["min"] == min(counts)  # what stage 1 wrote, per claim
+    assert timings["stages"]["hyde"]["questions"]["mean"] == pytest.approx(sum(counts) / len(counts), abs=1e-4)
     # llama.cpp reuses the shared instructions + few-shot prefix: every claim after the first
     hyde = [orjson.loads(x)["record"]["generation"] for x in (reference_run / "stage1_hyde.jsonl").read_bytes().splitlines()]
     assert all(0 <= g["cached_tokens"] < g["prompt_tokens"] for g in hyde)
