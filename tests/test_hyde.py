@@ -8,6 +8,8 @@ import hashlib
 import json
 from dataclasses import replace
 
+import pytest
+
 from sanctuary_local.config.settings import HydeConfig, SamplingConfig
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.prompts import load_prompt, load_schema
@@ -60,11 +62,23 @@ def test_prompt_snapshot():
     assert req.cache_prefix == build_hyde_request(replace(CLAIM, text="Other."), HydeConfig()).cache_prefix
 
 
+def test_cpu_profile_asks_for_exactly_five_questions():
+    # cpu's stage-1 prompt (issue 43, chosen on dev 0-49); cpu-fast and paper keep the paper's.
+    from sanctuary_local.config.settings import load_config
+
+    content = build_hyde_request(CLAIM, load_config("cpu").hyde).messages[0].content
+    assert "Generate exactly 5 Q-A pairs" in content and "5 to 10" not in content
+    assert "one answer per question" in content and content.endswith("Reporting Source: Facebook\n")
+    for profile in ("cpu-fast", "paper"):
+        assert load_config(profile).hyde.prompt == "hyde.txt"
+
+
 SNAPSHOT = "1240b4b114f48f71"  # sha256[:16] of the rendered prompt for CLAIM
 
 
-def test_fewshot_example_is_valid_and_schema_conformant():
-    text = load_prompt("hyde.txt")
+@pytest.mark.parametrize("prompt", ["hyde.txt", "hyde_short.txt"])
+def test_fewshot_example_is_valid_and_schema_conformant(prompt):
+    text = load_prompt(prompt)
     line = next(ln for ln in text.splitlines() if ln.startswith('{"label": "Refuted"'))
     example = json.loads(line)
     schema = load_schema("hyde_schema.json")
