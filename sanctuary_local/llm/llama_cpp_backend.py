@@ -147,25 +147,30 @@ class LlamaCppBackend:
         self._eos = token_text(self._llm, self._llm.token_eos())
         self._stop = [m for m in _TURN_ENDS if m in self._template]
         self._grammars: dict[str, Any] = {}
+        self._heads: dict[str, list[int]] = {}  # a fixed head's text -> its tokens
         self._prefixes = PrefixStore(path, llama_cpp, cfg.max_model_len, cfg.n_batch) if cfg.prefix_cache else None
 
     def _tokenize(self, text: str) -> list[int]:
         # The template writes the BOS text itself: parse special tokens, add no second BOS.
         return self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
 
-    def _tokens(self, messages: tuple[ChatMessage, ...]) -> list[int]:
-        return self._tokenize(render_chat(self._template, messages, self._bos, self._eos))
+    def _render(self, messages: tuple[ChatMessage, ...]) -> str:
+        return render_chat(self._template, messages, self._bos, self._eos)
 
-    def _head_length(self, req: ChatRequest, tokens: list[int]) -> int:
-        """Tokens of ``tokens`` that are the request's fixed head (``cache_prefix``), 0 for none."""
+    def _tokens(self, messages: tuple[ChatMessage, ...]) -> list[int]:
+        return self._tokenize(self._render(messages))
+
+    def _head_length(self, req: ChatRequest, prompt: str, tokens: list[int]) -> int:
+        """Tokens of ``tokens`` (``prompt``'s) that are the request's fixed head
+        (``cache_prefix``), 0 for none. The head's tokens are computed once per head text."""
         head, last = req.cache_prefix, req.messages[-1].content
-        if not head or not last.startswith(head):
-            return 0
-        prompt = render_chat(self._template, req.messages, self._bos, self._eos)
-        at = prompt.rfind(last)
+        at = prompt.rfind(last) if head and last.startswith(head) else -1
         if at < 0:
             return 0
-        n = reused_prefix(self._tokenize(prompt[: at + len(head)]), tokens)
+        text = prompt[: at + len(head)]
+        if text not in self._heads:
+            self._heads[text] = self._tokenize(text)
+        n = reused_prefix(self._heads[text], tokens)
         return n if MIN_PREFIX_TOKENS <= n < len(tokens) else 0
 
     def count_tokens(self, messages: tuple[ChatMessage, ...]) -> int:
@@ -180,7 +185,8 @@ class LlamaCppBackend:
 
     def _one(self, req: ChatRequest) -> ChatResult:
         t0 = time.perf_counter()
-        tokens = self._tokens(req.messages)
+        prompt = self._render(req.messages)
+        tokens = self._tokenize(prompt)
         room = self.cfg.max_model_len - len(tokens)
         if room < 1:
             return ChatResult("", len(tokens), 0, "error", time.perf_counter() - t0,
@@ -188,7 +194,7 @@ class LlamaCppBackend:
         args = completion_args(req.sampling, min(req.sampling.max_tokens, room), self._stop)
         if req.json_schema is not None:
             args["grammar"] = self._grammar(req.json_schema)
-        head = self._head_length(req, tokens)
+        head = self._head_length(req, prompt, tokens)
         if head:
             cached = hold_head(self._llm, tokens[:head], self._prefixes)
         else:
