@@ -49,7 +49,7 @@ from sanctuary_local.stages.verdict import line as verdict  # noqa: E402
 from sanctuary_local.stages.verdict.trained import TrainedVerdict, load_trained  # noqa: E402
 from sanctuary_local.verdict_model.decision import decide, fit_offsets  # noqa: E402
 from sanctuary_local.verdict_model.evaluate import labelled  # noqa: E402
-from sanctuary_local.verdict_model.store import load_model, read_card  # noqa: E402
+from sanctuary_local.verdict_model.store import load_model, read_card, resolve  # noqa: E402
 
 GOLD_RANGES = ((0, 50), (100, 250))
 
@@ -156,6 +156,8 @@ def candidate_rows(name: str, model_dir: Path, pipe: PipelineRun | None, fit: Pi
         probs = np.array([p.meta["label_scores"]["probabilities"] for p in preds])
         fit_preds, _ = fit.predict(model_dir)
         fit_probs = np.array([p.meta["label_scores"]["probabilities"] for p in fit_preds])
+        fit_labels = [p.label for p in fit_preds]
+        row["fit_pipeline"] = _m(fit.gold, fit_labels, fit.hits(fit_labels, fit_preds))
         offsets = fit_offsets(fit_probs, fit.gold)
         ruled = decide(probs, offsets)
         rows.append({"candidate": f"{name} + rule fitted on pipeline 100-149", "offsets": offsets,
@@ -166,13 +168,16 @@ def candidate_rows(name: str, model_dir: Path, pipe: PipelineRun | None, fit: Pi
     return rows
 
 
-def majority_row(pipe: PipelineRun | None, ret: list[Any] | None = None) -> dict[str, Any]:
+def majority_row(pipe: PipelineRun | None, ret: list[Any] | None = None,
+                 fit: PipelineRun | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"candidate": f"majority class ({REFUTED})"}
     for a, b in GOLD_RANGES:
         gold = [c.gold_label or "" for c in read_claims(DEV)[a:b]]
         row[f"gold_{a}-{b - 1}"] = _m(gold, [REFUTED] * len(gold))
     if pipe is not None:
         row["pipeline"] = _m(pipe.gold, [REFUTED] * len(pipe.gold), [0.0] * len(pipe.gold))
+    if fit is not None:
+        row["fit_pipeline"] = _m(fit.gold, [REFUTED] * len(fit.gold), [0.0] * len(fit.gold))
     if ret:
         _selection(row, ret, [REFUTED] * len(ret), pipe, [REFUTED] * len(pipe.gold) if pipe else [])
     return row
@@ -207,11 +212,13 @@ def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
              "Dev 50-99 is never read here.", "",
              "| candidate | gold dev 0-49 acc / macro-F1 | gold dev 100-249 acc / macro-F1 | pipeline dev 0-49 acc / macro-F1 / AVeriTeC@0.25 "
              "| retrieved dev 100-249 acc / macro-F1 | selection (pipeline 0-49 + retrieved 100-249) acc / macro-F1 "
-             "| training s | stage 3 s/claim | weights MB |", "|---|---|---|---|---|---|---|---|---|"]
+             "| pipeline dev 100-149 (the fit run) acc / macro-F1 / AVeriTeC@0.25 "
+             "| training s | stage 3 s/claim | weights MB |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['candidate']} | {_cell(r.get('gold_0-49'))} | {_cell(r.get('gold_100-249'))} | "
                      f"{_cell(r.get('pipeline'), ('accuracy', 'macro_f1', 'averitec'))} | {_cell(r.get('retrieved_100-249'))} | "
-                     f"{_cell(r.get('selection'))} | {r.get('train_s', '-')} | "
+                     f"{_cell(r.get('selection'))} | {_cell(r.get('fit_pipeline'), ('accuracy', 'macro_f1', 'averitec'))} | "
+                     f"{r.get('train_s', '-')} | "
                      f"{r.get('stage3_s_per_claim', '-')} | {r.get('weights_mb', '-')} |")
     lines += ["", "Stage 3 s/claim: the trained mode's classification and its justification (one occlusion pass "
               "per evidence pair) on the pipeline run's records, in this process. Training s: the model card's wall time.",
@@ -224,7 +231,8 @@ def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--candidate", action="append", required=True, metavar="NAME=MODEL_DIR")
+    ap.add_argument("--candidate", action="append", required=True, metavar="NAME=MODEL",
+                    help="a model directory or a shipped model (packaged:NAME); repeatable")
     ap.add_argument("--pipeline-run", type=Path, help="a finished run on dev 0-49 (its stage-1/2 records are read)")
     ap.add_argument("--fit-run", type=Path, help="a finished run on dev 100-149: fits the rule and the stack")
     ap.add_argument("--retrieved-dev", type=Path, help="evidence retrieved for dev 100-249 (verdict-model evidence)")
@@ -237,10 +245,10 @@ def main() -> None:
     if pipe is not None and any(50 <= i < 100 for i in pipe.indices + (fit.indices if fit else [])):
         raise SystemExit("dev 50-99 is the held-out range: it is never read here")
     ret = retrieved_dev(args.retrieved_dev) if args.retrieved_dev else None
-    rows = [majority_row(pipe, ret)]
+    rows = [majority_row(pipe, ret, fit)]
     for spec in args.candidate:
         name, _, path = spec.partition("=")
-        rows += candidate_rows(name, Path(path), pipe, fit, ret)
+        rows += candidate_rows(name, resolve(path), pipe, fit, ret)
         print(json.dumps(rows[-1]), flush=True)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
             "load": [round(x, 2) for x in os.getloadavg()], "pipeline_run": pipe.name if pipe else None,
