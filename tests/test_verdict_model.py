@@ -258,8 +258,12 @@ def test_trained_mode_config_needs_a_model() -> None:
 
 
 # ------------------------------------------------------------------ the shipped model
-def test_shipped_model_on_one_claim_through_the_stage() -> None:
-    """The default profile's model, as shipped (hash-checked on load), on one claim."""
+@pytest.mark.parametrize("shipped", ["the cpu default", "packaged:verdict-minilm"])
+def test_shipped_model_on_one_claim_through_the_stage(shipped: str) -> None:
+    """Each shipped model (the default profile's, and the cross-encoder offered beside it),
+    hash-checked on load, on one claim through the stage."""
+    import dataclasses
+
     from sanctuary_local.config.settings import load_config
     from sanctuary_local.records import Claim, HydeResult
     from sanctuary_local.stages.verdict import line as verdict
@@ -268,16 +272,17 @@ def test_shipped_model_on_one_claim_through_the_stage() -> None:
 
     cfg = load_config("cpu")
     assert cfg.verdict.mode == "trained" and cfg.verdict.trained_model.startswith("packaged:")
-    card = read_card(resolve(cfg.verdict.trained_model))
+    vcfg = cfg.verdict if shipped == "the cpu default" else dataclasses.replace(cfg.verdict, trained_model=shipped)
+    card = read_card(resolve(vcfg.trained_model))
     assert card["train_data"]["sha256"] == "ae5eda7c42ddf1695ef185a7ba1bc716928f5adf57103e4f78aae5f9afe00f9c"
-    tv = load_trained(cfg.verdict.trained_model)
+    tv = load_trained(vcfg.trained_model)
     claim = Claim(index=0, text="The Eiffel Tower grows by up to 15 centimetres in summer.")
-    (p,) = verdict.run_verdict([claim], [HydeResult(0, None, ())], [_evidence_for(0)], None, cfg.verdict, trained=tv)
+    (p,) = verdict.run_verdict([claim], [HydeResult(0, None, ())], [_evidence_for(0)], None, vcfg, trained=tv)
     probs = p.meta["label_scores"]["probabilities"]
     assert abs(sum(probs) - 1) < 1e-3 and p.label in LABELS
     assert "https://example.org/" in p.justification or "No single passage" in p.justification
     # the same input twice gives the same probabilities (no dropout at inference)
-    (q,) = verdict.run_verdict([claim], [HydeResult(0, None, ())], [_evidence_for(0)], None, cfg.verdict, trained=tv)
+    (q,) = verdict.run_verdict([claim], [HydeResult(0, None, ())], [_evidence_for(0)], None, vcfg, trained=tv)
     assert q.meta["label_scores"]["probabilities"] == probs
 
 
