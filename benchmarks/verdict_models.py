@@ -39,6 +39,7 @@ from bench_common import REPO, RESULTS
 sys.path.insert(0, str(REPO))
 
 from sanctuary_local.config.settings import VerdictConfig  # noqa: E402
+from sanctuary_local.errors import UserError  # noqa: E402
 from sanctuary_local.evaluation.labels import label_metrics  # noqa: E402
 from sanctuary_local.evaluation.meteor import averitec_hits, batch_utilities  # noqa: E402
 from sanctuary_local.io.claims import read_claims  # noqa: E402
@@ -240,20 +241,24 @@ def main() -> None:
     ap.add_argument("--label", default="verdict_models")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
+    try:  # every candidate and the notes are checked before any work: a bad one is one line
+        candidates = [(name, resolve(path)) for name, _, path in (c.partition("=") for c in args.candidate)]
+        notes = args.notes.read_text(encoding="utf-8") if args.notes else NOT_RUN
+    except (UserError, OSError) as exc:
+        raise SystemExit(f"error: {exc}") from None
     pipe = PipelineRun(args.pipeline_run, DEV) if args.pipeline_run else None
     fit = PipelineRun(args.fit_run, DEV) if args.fit_run else None
     if pipe is not None and any(50 <= i < 100 for i in pipe.indices + (fit.indices if fit else [])):
         raise SystemExit("dev 50-99 is the held-out range: it is never read here")
     ret = retrieved_dev(args.retrieved_dev) if args.retrieved_dev else None
     rows = [majority_row(pipe, ret, fit)]
-    for spec in args.candidate:
-        name, _, path = spec.partition("=")
-        rows += candidate_rows(name, resolve(path), pipe, fit, ret)
+    for name, directory in candidates:
+        rows += candidate_rows(name, directory, pipe, fit, ret)
         print(json.dumps(rows[-1]), flush=True)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
             "load": [round(x, 2) for x in os.getloadavg()], "pipeline_run": pipe.name if pipe else None,
             "fit_run": fit.name if fit else None, "retrieved_dev": str(args.retrieved_dev) if ret else None,
-            "notes": args.notes.read_text() if args.notes else NOT_RUN}
+            "notes": notes}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.label}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     (args.out / f"{args.label}.md").write_text(to_markdown(rows, meta))
