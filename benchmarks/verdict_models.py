@@ -141,8 +141,8 @@ def candidate_rows(name: str, model_dir: Path, pipe: PipelineRun | None, fit: Pi
         xs = labelled(read_claims(DEV)[a:b], f"dev {a}:{b}")
         row[f"gold_{a}-{b - 1}"] = _m([x.label or "" for x in xs], decide(model.predict_proba(xs)))
     rows = [row]
-    if card.get("retrieved_evidence"):
-        row["retrieved_train_claims"] = card["retrieved_evidence"]["claims"]
+    if ret_cards := card.get("retrieved_evidence"):  # one source (older cards) or a list of them
+        row["retrieved_train_claims"] = sum(r["claims"] for r in (ret_cards if isinstance(ret_cards, list) else [ret_cards]))
     if pipe is None:
         if ret:
             _selection(row, ret, decide(model.predict_proba(ret)), None, [])

@@ -5,6 +5,7 @@ Never random (uuid4) — reruns must produce identical ids (house style)."""
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 
 def stable_id(kind: str, *parts: object) -> str:
@@ -16,7 +17,7 @@ def stable_id(kind: str, *parts: object) -> str:
     return f"{kind}-{h.hexdigest()}"
 
 
-def file_sha256(path: str, chunk: int = 1 << 20) -> str:
+def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
     """SHA-256 of a file, streamed."""
     h = hashlib.sha256()
     with open(path, "rb") as f:

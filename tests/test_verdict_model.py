@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -351,11 +352,35 @@ def test_train_on_retrieved_evidence_records_it_in_the_card(train_evidence: tupl
     assert rc in (0, None)
     card = json.loads((tmp_path / "both" / "model_card.json").read_text())
     assert card["train_data"]["claims"] == 24 and card["train_data"]["inputs"] == 28
-    assert card["retrieved_evidence"]["claims"] == 4 and len(card["retrieved_evidence"]["sha256"]) == 64
+    (source,) = card["retrieved_evidence"]
+    assert source["claims"] == 4 and len(source["sha256"]) == 64
     rc = main(["verdict-model", "train", str(claims), "--out", str(tmp_path / "only"), "--evidence", str(path), "--no-gold"])
     assert rc in (0, None)
     card = json.loads((tmp_path / "only" / "model_card.json").read_text())
     assert card["train_data"]["inputs"] == 4 and card["train_data"]["gold_evidence"] is False
+
+
+def test_train_on_a_runs_own_evidence_matches_its_claims_by_text(reference_run: Path, tmp_path: Path) -> None:
+    """A finished run (stage 1's own questions, the real stage 2) is a source of training
+    evidence: over the training file itself, or over a copy whose claims sit elsewhere in it
+    (matched by text, so each record keeps its claim's label); a run over other claims is
+    one line, and no model is written."""
+    base = json.loads((REPO / "examples" / "claims.json").read_text())
+    train = tmp_path / "train.json"  # the example claims last, after 4 others all labelled Refuted
+    train.write_text(json.dumps([dict(e, claim=f"{e['claim']} (other)", label="Refuted") for e in base] + base))
+    rc = main(["verdict-model", "train", str(train), "--out", str(tmp_path / "m"), "--evidence", str(reference_run),
+               "--no-gold"])
+    assert rc in (0, None)
+    card = json.loads((tmp_path / "m" / "model_card.json").read_text())
+    (source,) = card["retrieved_evidence"]
+    assert source["source"].startswith("run") and source["claims"] == len(base)
+    assert source["labels"] == dict(Counter(e["label"] for e in base))
+    other = _make_claims(tmp_path / "other.json")  # every claim text changed: none matches the run's
+    proc = subprocess.run([sys.executable, "-m", "sanctuary_local.cli", "verdict-model", "train", str(other),
+                           "--out", str(tmp_path / "m2"), "--evidence", str(reference_run)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and "is not a claim of" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "m2").exists()
 
 
 def test_no_gold_without_evidence_is_one_line(tmp_path: Path) -> None:

@@ -49,8 +49,9 @@ def train(
                              rich_help_panel="Models and profile"),
     epochs: int = typer.Option(3, "--epochs", min=1, help="Encoder: passes over the claims.", rich_help_panel="Models and profile"),
     seed: int = typer.Option(0, "--seed", help="Seed of initialisation and shuffling.", rich_help_panel="Models and profile"),
-    evidence: Path = typer.Option(None, "--evidence", help="Also train on the evidence retrieved for the claims "
-                                  "(a file of 'verdict-model evidence').", rich_help_panel="Inputs"),
+    evidence: list[Path] = typer.Option([], "--evidence", help="Also train on the evidence retrieved for the "
+                                        "claims: a file of 'verdict-model evidence', or a 'run' directory over "
+                                        "(a slice of) TRAIN_JSON (repeatable).", rich_help_panel="Inputs"),
     gold: bool = typer.Option(True, "--gold/--no-gold", help="Train on the claims' gold evidence (--no-gold: "
                               "on --evidence alone).", rich_help_panel="Inputs"),
     threads: int = typer.Option(2, "--threads", min=1, help="Torch threads.", rich_help_panel="Performance"),

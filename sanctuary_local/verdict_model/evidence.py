@@ -12,6 +12,10 @@ also get the pipeline's kind of evidence:
   ``../shared/tools/make_surrogate_store.py --claims train.json`` builds;
 - the pairs as stage 3 reads them (``inputs.from_queries``).
 
+A finished ``sanctuary-local run`` over training claims is the other source
+(``read_run_evidence``): its stage-2 records, retrieved for stage 1's own questions, exactly
+what stage 3 reads at run time (at the cost of an LLM call per claim).
+
 ``build`` appends one line per claim to a JSON-lines file (``{"claim_index", "evidence"}``,
 the stage-2 record), flushed as it goes: an interrupted build resumes where it stopped,
 and a half-written last line is dropped on reading.
@@ -27,6 +31,7 @@ from pathlib import Path
 import orjson
 
 from sanctuary_local.errors import UserError
+from sanctuary_local.io.claims import read_claims
 from sanctuary_local.records import Claim, ClaimEvidence, HydeResult, Query
 from sanctuary_local.verdict_model.inputs import VerdictInput, from_queries
 
@@ -62,6 +67,43 @@ def read_evidence(path: Path) -> dict[int, ClaimEvidence]:
                 continue
             raise UserError(f"{path}:{n}: not an evidence line ({type(e).__name__}: {e})") from None
     return out
+
+
+def _run_claims(run: Path, claims: Sequence[Claim], claims_path: Path) -> dict[int, int]:
+    """``{the run's claim index: the index in claims of the same claim}``, from the run's
+    manifest: the run read ``claims_path`` itself, or a file (found by the path it records,
+    with the SHA-256 it records) whose claims are matched by their text."""
+    from sanctuary_local.ids import file_sha256
+
+    try:
+        inputs = orjson.loads((run / "manifest.json").read_bytes())["inputs"]
+        path, sha = Path(inputs["claims"]), str(inputs["claims_sha256"])
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as e:
+        raise UserError(f"{run}: not a finished run directory (manifest.json: {type(e).__name__}: {e})") from None
+    if sha == file_sha256(claims_path):
+        return {c.index: c.index for c in claims}
+    if not path.is_file() or file_sha256(path) != sha:
+        raise UserError(f"{run}: its claims file {path} is not {claims_path} and is not there unchanged, "
+                        "so its claims cannot be matched to the training claims")
+    by_text = {" ".join(c.text.split()): c.index for c in claims}
+    out = {}
+    for c in read_claims(path):
+        if (j := by_text.get(" ".join(c.text.split()))) is None:
+            raise UserError(f"{run}: claim {c.index} of {path} is not a claim of {claims_path}")
+        out[c.index] = j
+    return out
+
+
+def read_run_evidence(run: Path, claims: Sequence[Claim], claims_path: Path) -> dict[int, ClaimEvidence]:
+    """``{index in claims: stage-2 record}`` of a run over (a copy or a slice of) the training
+    file ``claims_path``: the evidence retrieved for stage 1's own questions."""
+    from sanctuary_local.run.stage_files import STAGE_FILES, StageFile
+
+    stage2 = run / STAGE_FILES["retrieval"]
+    if not stage2.is_file():
+        raise UserError(f"{run}: no {stage2.name}: not a run directory, or its stage 2 has not started")
+    index = _run_claims(run, claims, claims_path)
+    return {index[i]: ev for i, ev in StageFile(stage2, ClaimEvidence.from_dict, repair=False).records.items() if i in index}
 
 
 def inputs_from_evidence(claims: Sequence[Claim], evidence: dict[int, ClaimEvidence],

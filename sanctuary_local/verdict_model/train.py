@@ -8,7 +8,6 @@ time and the metrics on every eval range given (gold evidence, ``evaluate.evalua
 
 from __future__ import annotations
 
-import hashlib
 import platform
 import shutil
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sanctuary_local.errors import UserError
+from sanctuary_local.ids import file_sha256
 from sanctuary_local.io.claims import load_json_file, parse_claim, read_claims
 from sanctuary_local.records import LABELS, Claim
 from sanctuary_local.verdict_model.base import Progress, TrainSettings
@@ -42,14 +42,6 @@ class EvalRange:
     @property
     def name(self) -> str:
         return f"{self.path.name}[{self.start}:{self.stop}]"
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _versions() -> dict[str, str]:
@@ -91,17 +83,22 @@ def training_inputs(path: Path) -> tuple[list[Claim], list, list[dict[str, Any]]
 
 
 def evidence_inputs(claims: Sequence[Claim], claims_path: Path, evidence: Path) -> tuple[list, dict[str, Any]]:
-    """The training claims that have retrieved evidence (``verdict_model.evidence``), as
-    stage 3 reads them, and what the model card records of the evidence file."""
-    from sanctuary_local.verdict_model.evidence import inputs_from_evidence, read_evidence
+    """The training claims that have retrieved evidence, as stage 3 reads them, and what the
+    model card records of its source: a file of ``verdict-model evidence`` (gold questions as
+    the queries) or a run directory (stage 1's own questions, ``evidence.read_run_evidence``)."""
+    from sanctuary_local.verdict_model.evidence import inputs_from_evidence, read_evidence, read_run_evidence
 
-    if not evidence.is_file():
-        raise UserError(f"{evidence}: no such evidence file (build it with 'verdict-model evidence')")
-    found = read_evidence(evidence)
+    if evidence.is_dir():
+        found, kind = read_run_evidence(evidence, claims, claims_path), "run (stage-1 questions)"
+        sha = file_sha256(evidence / "stage2_evidence.jsonl")
+    elif evidence.is_file():
+        found, kind, sha = read_evidence(evidence), "verdict-model evidence (gold questions)", file_sha256(evidence)
+    else:
+        raise UserError(f"{evidence}: no such evidence file or run directory (build one with 'verdict-model evidence')")
     xs = inputs_from_evidence(claims, found)
     if not xs:
         raise UserError(f"{evidence}: no claim of {claims_path} has retrieved evidence there")
-    return xs, {"path": str(evidence), "sha256": file_sha256(evidence), "claims": len(xs),
+    return xs, {"path": str(evidence), "source": kind, "sha256": sha, "claims": len(xs),
                 "labels": dict(Counter(x.label for x in xs).most_common())}
 
 
@@ -119,18 +116,19 @@ def _fit(xs: list, s: TrainSettings, tmp: Path, progress: Progress | None) -> tu
 
 
 def train(train_path: Path, out: Path, settings: TrainSettings, evals: Sequence[EvalRange] = (),
-          command: str = "", progress: Progress | None = None, evidence: Path | None = None,
+          command: str = "", progress: Progress | None = None, evidence: Sequence[Path] = (),
           gold: bool = True) -> dict[str, Any]:
     """Train, score the eval ranges with the written model, publish ``out``; returns the card.
 
-    The training inputs are each claim's gold evidence (``gold``) and, with ``evidence``, the
-    evidence retrieved for the claims there (``verdict-model evidence``): both, or either."""
+    The training inputs are each claim's gold evidence (``gold``) and the evidence retrieved
+    for the claims in each of ``evidence`` (``evidence_inputs``): all, or the retrieved alone."""
     claims, xs, skipped = training_inputs(train_path)
     n_claims, gold_labels = len(xs), dict(Counter(x.label for x in xs).most_common())
-    retrieved: dict[str, Any] | None = None
-    if evidence is not None:
-        rxs, retrieved = evidence_inputs(claims, train_path, evidence)
-        xs = [*xs, *rxs] if gold else rxs
+    retrieved: list[dict[str, Any]] | None = None
+    if evidence:
+        found = [evidence_inputs(claims, train_path, e) for e in evidence]
+        retrieved = [info for _, info in found]
+        xs = [*(xs if gold else []), *(x for rxs, _ in found for x in rxs)]
     elif not gold:
         raise UserError("training without the gold evidence needs an evidence file (--evidence)")
     eval_sets = []
