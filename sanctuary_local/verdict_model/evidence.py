@@ -94,12 +94,19 @@ def _run_claims(run: Path, claims: Sequence[Claim], claims_path: Path) -> dict[i
     return out
 
 
+def run_evidence_file(run: Path) -> Path:
+    """The file of a run directory that holds its stage-2 records."""
+    from sanctuary_local.run.stage_files import STAGE_FILES
+
+    return run / STAGE_FILES["retrieval"]
+
+
 def read_run_evidence(run: Path, claims: Sequence[Claim], claims_path: Path) -> dict[int, ClaimEvidence]:
     """``{index in claims: stage-2 record}`` of a run over (a copy or a slice of) the training
     file ``claims_path``: the evidence retrieved for stage 1's own questions."""
-    from sanctuary_local.run.stage_files import STAGE_FILES, StageFile
+    from sanctuary_local.run.stage_files import StageFile
 
-    stage2 = run / STAGE_FILES["retrieval"]
+    stage2 = run_evidence_file(run)
     if not stage2.is_file():
         raise UserError(f"{run}: no {stage2.name}: not a run directory, or its stage 2 has not started")
     index = _run_claims(run, claims, claims_path)

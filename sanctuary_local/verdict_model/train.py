@@ -86,11 +86,13 @@ def evidence_inputs(claims: Sequence[Claim], claims_path: Path, evidence: Path) 
     """The training claims that have retrieved evidence, as stage 3 reads them, and what the
     model card records of its source: a file of ``verdict-model evidence`` (gold questions as
     the queries) or a run directory (stage 1's own questions, ``evidence.read_run_evidence``)."""
-    from sanctuary_local.verdict_model.evidence import inputs_from_evidence, read_evidence, read_run_evidence
+    from sanctuary_local.verdict_model.evidence import (
+        inputs_from_evidence, read_evidence, read_run_evidence, run_evidence_file,
+    )
 
     if evidence.is_dir():
         found, kind = read_run_evidence(evidence, claims, claims_path), "run (stage-1 questions)"
-        sha = file_sha256(evidence / "stage2_evidence.jsonl")
+        sha = file_sha256(run_evidence_file(evidence))
     elif evidence.is_file():
         found, kind, sha = read_evidence(evidence), "verdict-model evidence (gold questions)", file_sha256(evidence)
     else:
