@@ -31,19 +31,26 @@ def _vectorizer(vocabulary: dict[str, int] | None = None):  # noqa: ANN202 - skl
     return TfidfVectorizer(vocabulary=vocabulary, dtype=np.float32, **_VECTORIZER)
 
 
-def train_tfidf(xs: Sequence[VerdictInput], s: TrainSettings, out: Path, progress: Progress | None = None) -> dict:
-    """Fit on ``xs`` (each with its label), write the model files into ``out``; returns
-    what the model card records of the training."""
+def fit(xs: Sequence[VerdictInput], s: TrainSettings, max_pairs: int = 10):  # noqa: ANN201 - sklearn types
+    """The fitted vectoriser and logistic regression (in memory): what ``train_tfidf`` writes,
+    and what ``benchmarks/verdict_tfidf_sweep.py`` scores without writing. Each answer is cut to
+    ``s.answer_words`` words, and at most ``max_pairs`` pairs are read (stage 3 reads 10)."""
     from sklearn.linear_model import LogisticRegression
 
-    texts = [render(x, s.answer_words) for x in xs]
     y = np.array([LABELS.index(x.label) for x in xs])
     vec = _vectorizer()
-    features = vec.fit_transform(texts)
+    features = vec.fit_transform([render(x, s.answer_words, max_pairs) for x in xs])
     weights = class_weights([x.label for x in xs], s.class_weight)
     lr = LogisticRegression(C=s.c, max_iter=2000, random_state=s.seed,
                             class_weight={i: float(w) for i, w in enumerate(weights)})
     lr.fit(features, y)
+    return vec, lr
+
+
+def train_tfidf(xs: Sequence[VerdictInput], s: TrainSettings, out: Path, progress: Progress | None = None) -> dict:
+    """Fit on ``xs`` (each with its label), write the model files into ``out``; returns
+    what the model card records of the training."""
+    vec, lr = fit(xs, s)
     if progress is not None:
         progress(1, 1, None)
     if list(lr.classes_) != list(range(len(LABELS))):
@@ -52,7 +59,7 @@ def train_tfidf(xs: Sequence[VerdictInput], s: TrainSettings, out: Path, progres
     (out / VOCABULARY).write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
     np.savez(out / ARRAYS, idf=vec.idf_.astype(np.float32), coef=lr.coef_.astype(np.float32),
              intercept=lr.intercept_.astype(np.float32))
-    return {"features": int(features.shape[1]), "iterations": int(np.max(lr.n_iter_))}
+    return {"features": len(vec.vocabulary_), "iterations": int(np.max(lr.n_iter_))}
 
 
 class TfidfModel:
