@@ -48,6 +48,10 @@ def test_index_then_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
             assert s["page"] in (1, 2)
         assert f"{s['start']}-{s['end']}" in printed and s["path"] in printed
     assert any(s["source"]["path"] == "boiling-point.pdf" for s in sources), "BM25 over the corpus missed the PDF"
+    for line in printed.splitlines():  # a span that answers several questions is listed once
+        if "of its extracted text" in line:
+            spans = line.split(": characters ", 1)[1].split(" of its extracted text", 1)[0].split(", ")
+            assert len(spans) == len(set(spans)), line
     preds = orjson.loads((out / "run" / "predictions.json").read_bytes())
     assert preds[0]["claim"].startswith("Water boils") and preds[0]["pred_label"] in LABELS
 

@@ -230,6 +230,18 @@ def test_trained_stage_gives_probabilities_label_and_a_justification(tfidf_model
     assert p.timings["verdict_s"] >= 0
 
 
+def test_justification_quotes_a_passage_that_answers_two_questions_once() -> None:
+    """A snippet retrieved for several questions is one passage: quoted once, at its largest weight."""
+    from sanctuary_local.stages.verdict.trained import distinct_passages
+    from sanctuary_local.verdict_model.inputs import QAPair, VerdictInput
+
+    same = "Water boils at about 70 degrees Celsius on the summit."
+    x = VerdictInput("claim", (QAPair("Q1?", same, "u1"), QAPair("Q2?", "Another passage.", "u2"),
+                               QAPair("Q3?", f"  {same}\n", "u1"), QAPair("Q4?", "A third one.", "u3")))
+    assert distinct_passages([(0.3, 2), (0.2, 0), (0.1, 1), (0.05, 3)], x) == [(0.3, 2), (0.1, 1), (0.05, 3)]
+    assert distinct_passages([], x) == []
+
+
 def test_trained_stage_reads_the_redacted_copy(tfidf_model: Path) -> None:
     """A snippet that looks like an instruction reaches the model redacted, as in every mode."""
     from sanctuary_local.config.settings import VerdictConfig

@@ -129,7 +129,8 @@ def print_check(pred: Any, corpus: Path, console: Any = None) -> list[Any]:
     for c in cited:
         s = c.source
         n = sources[(s.path, s.page)]
-        spans = [f"{x.source.start}-{x.source.end}" for x in cited if (x.source.path, x.source.page) == (s.path, s.page)]
+        spans = list(dict.fromkeys(f"{x.source.start}-{x.source.end}" for x in cited
+                                   if (x.source.path, x.source.page) == (s.path, s.page)))  # each span once
         if n in shown:
             continue
         shown.add(n)

@@ -84,6 +84,19 @@ def _weights(model: Any, x: VerdictInput, label: str, p: float) -> list[tuple[fl
     return sorted(((p - float(r), k) for k, r in enumerate(rest)), key=lambda wk: (-wk[0], wk[1]))
 
 
+def distinct_passages(weighed: list[tuple[float, int]], x: VerdictInput) -> list[tuple[float, int]]:
+    """One entry per passage: a snippet that answers several questions is quoted once, at its
+    largest weight (``weighed`` comes largest first)."""
+    seen: set[str] = set()
+    out = []
+    for w, k in weighed:
+        key = " ".join(x.pairs[k].answer.split())
+        if key not in seen:
+            seen.add(key)
+            out.append((w, k))
+    return out
+
+
 def _quote(text: str) -> str:
     words = text.split()
     return " ".join(words[:QUOTE_WORDS]) + (" …" if len(words) > QUOTE_WORDS else "")
@@ -101,7 +114,7 @@ def justify(drafts: list[Draft], ctx: Context) -> list[Draft]:
         p = d.scores.probabilities[LABELS.index(d.label)]
         ranked = ", ".join(f"{lab} {q:.2f}" for lab, q in sorted(zip(LABELS, d.scores.probabilities), key=lambda kv: -kv[1]))
         text = f"{d.label} (trained verdict model; label probabilities: {ranked})."
-        weighed = [(w, k) for w, k in _weights(tv.model, x, d.label, p) if w > 0][:JUSTIFY_PASSAGES]
+        weighed = distinct_passages([(w, k) for w, k in _weights(tv.model, x, d.label, p) if w > 0], x)[:JUSTIFY_PASSAGES]
         if weighed:
             quotes = [f'[{n}] "{_quote(x.pairs[k].answer)}" ({x.pairs[k].url or "no URL"}; '
                       f"without it {d.label} falls by {w:.2f})" for n, (w, k) in enumerate(weighed, 1)]
