@@ -47,11 +47,14 @@ from sanctuary_local.stages.evidence_view import guarded  # noqa: E402
 from sanctuary_local.verdict_model.base import TrainSettings  # noqa: E402
 from sanctuary_local.verdict_model.evidence import inputs_from_evidence, read_evidence  # noqa: E402
 from sanctuary_local.verdict_model.inputs import from_queries, render  # noqa: E402
+from sanctuary_local.stages.verdict.trained import MAX_PAIRS  # noqa: E402
+from sanctuary_local.verdict_model.store import read_card, resolve  # noqa: E402
 from sanctuary_local.verdict_model.tfidf import fit  # noqa: E402
 from sanctuary_local.verdict_model.train import training_inputs  # noqa: E402
 
 FOLDS = 5
-DEFAULT = {"c": 0.5, "pairs": 10, "words": 48}
+#: The row every other row changes one setting of: the shipped default's own training settings.
+SHIPPED = read_card(resolve("packaged:verdict-tfidf"))["settings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +69,7 @@ class Setting:
 
 def settings(args: argparse.Namespace, extras: list[str]) -> list[Setting]:
     """The default first, then each value of each swept setting with the others at the default."""
-    base = Setting("default", DEFAULT["c"], DEFAULT["pairs"], DEFAULT["words"], extras[0])
+    base = Setting("default", SHIPPED["c"], MAX_PAIRS, SHIPPED["answer_words"], extras[0])
     rows = [base]
     rows += [replace(base, name=f"C {c:g}", c=c) for c in args.c if c != base.c]
     rows += [replace(base, name=f"{p} pairs", pairs=p) for p in args.pairs if p != base.pairs]
@@ -84,6 +87,11 @@ def stage3_inputs(run: PipelineRun, pairs: int) -> list[Any]:
         shown, withheld = guarded(ev, flagged)
         out.append(from_queries(c.text, shown.queries, withheld, pairs, c.gold_label))
     return out
+
+
+def _predict(vec: Any, lr: Any, xs: list[Any], s: Setting) -> list[str]:
+    """The argmax labels, each input read as the setting reads it."""
+    return [LABELS[i] for i in lr.predict(vec.transform([render(x, s.words, s.pairs) for x in xs]))]
 
 
 def _fold(x: Any) -> int:
@@ -117,13 +125,13 @@ class Sweep:
 
     def row(self, s: Setting) -> dict[str, Any]:
         t0 = time.perf_counter()
-        ts = TrainSettings(base="tfidf", c=s.c, answer_words=s.words, seed=0)
+        ts = TrainSettings(base="tfidf", c=s.c, answer_words=s.words, seed=SHIPPED["seed"],
+                           class_weight=SHIPPED["class_weight"])
         extra = inputs_from_evidence(self.claims, self.extras[s.extra], max_pairs=s.pairs)
         vec, lr = fit(self.gold + extra, ts, s.pairs)
         row: dict[str, Any] = {"setting": s.name, "c": s.c, "pairs": s.pairs, "words": s.words, "extra": s.extra}
         for name, xs in self.tests(s.pairs).items():
-            pred = [LABELS[i] for i in lr.predict(vec.transform([render(x, s.words, s.pairs) for x in xs]))]
-            row[name] = _m([x.label or "" for x in xs], pred)
+            row[name] = _m([x.label or "" for x in xs], _predict(vec, lr, xs, s))
         if self.cv is not None:
             row.update(self.cross_validate(ts, s, extra))
         row["seconds"] = round(time.perf_counter() - t0, 1)
@@ -137,12 +145,12 @@ class Sweep:
             for xs, ys, ps in (([x for x in held if _fold(x) == k], ret_y, ret_p),
                                ([x for x in self.gold if _fold(x) == k], gold_y, gold_p)):
                 ys += [x.label for x in xs]
-                ps += [LABELS[i] for i in lr.predict(vec.transform([render(x, s.words, s.pairs) for x in xs]))]
+                ps += _predict(vec, lr, xs, s)
         return {"train CV retrieved": _m(ret_y, ret_p), "train CV gold": _m(gold_y, gold_p)}
 
     def majority(self) -> dict[str, Any]:
         row: dict[str, Any] = {"setting": "majority class (Refuted)"}
-        for name, xs in self.tests(DEFAULT["pairs"]).items():
+        for name, xs in self.tests(MAX_PAIRS).items():
             row[name] = _m([x.label or "" for x in xs], [REFUTED] * len(xs))
         if self.cv is not None:
             held = [x.label for x in inputs_from_evidence(self.claims, self.cv)]
@@ -184,6 +192,9 @@ def main() -> None:
     ap.add_argument("--label", default="verdict_tfidf_sweep")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
+    bad = [e for e in args.extra if "=" not in e or not e.partition("=")[0]]
+    if bad:
+        raise SystemExit(f"error: --extra takes NAME=FILE, got {', '.join(repr(b) for b in bad)}")
     extras = {name: Path(path) for name, _, path in (e.partition("=") for e in args.extra)}
     missing = [str(p) for p in [args.train, args.cv_evidence, *extras.values()] if p and not p.is_file()]
     if missing:
