@@ -122,7 +122,8 @@ def test_a_second_run_refuses_while_the_first_holds_the_index(docs: Path, tmp_pa
     build_index(docs, out)
     holder = subprocess.Popen(  # another process holding the index's lock, as a running `index` does
         [sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
-         "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, b'%d' % os.getpid()); print('locked', flush=True); "
+         "fcntl.flock(fd, fcntl.LOCK_EX); os.ftruncate(fd, 0); os.write(fd, b'%d' % os.getpid()); "
+         "print('locked', flush=True); "
          "sys.stdin.read()", str(out / "index.lock")],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
