@@ -12,6 +12,8 @@ Per candidate, one row of ``benchmarks/results/verdict_models.md``:
   fitted there and scored on pipeline 0-49: the decision rule (per-label offsets,
   ``verdict_model.decision``) and a stack of the model's log-probabilities with stage 1's
   label (multinomial logistic regression, C 1, balanced);
+- with ``--average NAME=A+B``, one more row: the equal-weight average of the models' probabilities,
+  argmax, on the same columns (a candidate only: stage 3 reads one model);
 - training wall time (its model card), stage-3 seconds per claim on the pipeline run
   (classification + justification, measured here), and the weights' size.
 
@@ -130,6 +132,40 @@ def _selection(row: dict[str, Any], ret: list[Any], ret_labels: list[str], pipe:
         row["selection"] = _m(gold + pipe.gold, ret_labels + pipe_labels)
 
 
+def _gold_cells(row: dict[str, Any], proba: Any) -> None:
+    """The gold-evidence columns: argmax of ``proba(inputs)`` on dev 0-49 and 100-249."""
+    for a, b in GOLD_RANGES:
+        xs = labelled(read_claims(DEV)[a:b], f"dev {a}:{b}")
+        row[f"gold_{a}-{b - 1}"] = _m([x.label or "" for x in xs], decide(proba(xs)))
+
+
+def average_row(name: str, model_dirs: list[Path], pipe: PipelineRun | None, fit: PipelineRun | None,
+                ret: list[Any] | None = None) -> dict[str, Any]:
+    """An equal-weight average of several models' probabilities, argmax, on the same columns.
+    Stage 3 reads one model, so this row is a candidate for a future default, not a shipped mode."""
+    models = [load_model(str(d)) for d in model_dirs]
+    row: dict[str, Any] = {"candidate": name, "kind": "average", "base": " + ".join(str(d) for d in model_dirs)}
+    _gold_cells(row, lambda xs: np.mean([m.predict_proba(xs) for m in models], axis=0))
+    ret_labels = decide(np.mean([m.predict_proba(ret) for m in models], axis=0)) if ret else []
+
+    def run(r: PipelineRun) -> tuple[list[str], list[Any]]:
+        preds = [r.predict(d)[0] for d in model_dirs]
+        probs = np.mean([[p.meta["label_scores"]["probabilities"] for p in ps] for ps in preds], axis=0)
+        return decide(probs), preds[0]  # the evidence (and so its AVeriTeC utility) is the same for every model
+
+    if pipe is not None:
+        labels, preds = run(pipe)
+        row["pipeline"] = _m(pipe.gold, labels, pipe.hits(labels, preds))
+        if ret:
+            _selection(row, ret, ret_labels, pipe, labels)
+    elif ret:
+        _selection(row, ret, ret_labels, None, [])
+    if fit is not None:
+        labels, preds = run(fit)
+        row["fit_pipeline"] = _m(fit.gold, labels, fit.hits(labels, preds))
+    return row
+
+
 def candidate_rows(name: str, model_dir: Path, pipe: PipelineRun | None, fit: PipelineRun | None,
                    ret: list[Any] | None = None) -> list[dict[str, Any]]:
     card = read_card(model_dir)
@@ -137,9 +173,7 @@ def candidate_rows(name: str, model_dir: Path, pipe: PipelineRun | None, fit: Pi
     size = sum(f.stat().st_size for f in model_dir.rglob("*") if f.is_file())
     row: dict[str, Any] = {"candidate": name, "kind": card["kind"], "base": card["base_model"]["name"],
                            "train_s": card.get("train_seconds"), "weights_mb": round(size / 1e6, 1)}
-    for a, b in GOLD_RANGES:
-        xs = labelled(read_claims(DEV)[a:b], f"dev {a}:{b}")
-        row[f"gold_{a}-{b - 1}"] = _m([x.label or "" for x in xs], decide(model.predict_proba(xs)))
+    _gold_cells(row, model.predict_proba)
     rows = [row]
     if ret_cards := card.get("retrieved_evidence"):  # one source (older cards) or a list of them
         row["retrieved_train_claims"] = sum(r["claims"] for r in (ret_cards if isinstance(ret_cards, list) else [ret_cards]))
@@ -234,6 +268,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--candidate", action="append", required=True, metavar="NAME=MODEL",
                     help="a model directory or a shipped model (packaged:NAME); repeatable")
+    ap.add_argument("--average", action="append", default=[], metavar="NAME=MODEL+MODEL",
+                    help="an equal-weight average of models' probabilities, as one more row; repeatable")
     ap.add_argument("--pipeline-run", type=Path, help="a finished run on dev 0-49 (its stage-1/2 records are read)")
     ap.add_argument("--fit-run", type=Path, help="a finished run on dev 100-149: fits the rule and the stack")
     ap.add_argument("--retrieved-dev", type=Path, help="evidence retrieved for dev 100-249 (verdict-model evidence)")
@@ -243,6 +279,8 @@ def main() -> None:
     args = ap.parse_args()
     try:  # every candidate and the notes are checked before any work: a bad one is one line
         candidates = [(name, resolve(path)) for name, _, path in (c.partition("=") for c in args.candidate)]
+        averages = [(name, [resolve(m) for m in models.split("+")])
+                    for name, _, models in (c.partition("=") for c in args.average)]
         notes = args.notes.read_text(encoding="utf-8") if args.notes else NOT_RUN
     except (UserError, OSError) as exc:
         raise SystemExit(f"error: {exc}") from None
@@ -254,6 +292,9 @@ def main() -> None:
     rows = [majority_row(pipe, ret, fit)]
     for name, directory in candidates:
         rows += candidate_rows(name, directory, pipe, fit, ret)
+        print(json.dumps(rows[-1]), flush=True)
+    for name, dirs in averages:
+        rows.append(average_row(name, dirs, pipe, fit, ret))
         print(json.dumps(rows[-1]), flush=True)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
             "load": [round(x, 2) for x in os.getloadavg()], "pipeline_run": pipe.name if pipe else None,
