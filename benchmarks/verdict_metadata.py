@@ -38,8 +38,10 @@ from bench_common import RESULTS, SHARED, uptime
 from verdict_models import _m
 
 from sanctuary_local.records import LABELS  # noqa: E402
-from sanctuary_local.verdict_model.base import class_weights  # noqa: E402
+from sanctuary_local.verdict_model.base import TrainSettings, class_weights  # noqa: E402
+from sanctuary_local.verdict_model.evidence import inputs_from_evidence  # noqa: E402
 from sanctuary_local.verdict_model.inputs import VerdictInput, render  # noqa: E402
+from sanctuary_local.verdict_model.tfidf import fit  # noqa: E402
 
 MIN_SOURCE_CLAIMS = 10
 
@@ -87,9 +89,9 @@ def rows(sw: sweep.Sweep, extra_name: str) -> list[dict[str, Any]]:
 
     md = Metadata(sw)
     s = sweep.settings(argparse.Namespace(c=[], pairs=[], words=[]), [extra_name])[0]
-    ts = sweep.TrainSettings(base="tfidf", c=s.c, answer_words=s.words, seed=sweep.SHIPPED["seed"],
-                             class_weight=sweep.SHIPPED["class_weight"])
-    train = sw.gold + sweep.inputs_from_evidence(sw.claims, sw.extras[extra_name], max_pairs=s.pairs)
+    ts = TrainSettings(base="tfidf", c=s.c, answer_words=s.words, seed=sweep.SHIPPED["seed"],
+                       class_weight=sweep.SHIPPED["class_weight"])
+    train = sw.gold + inputs_from_evidence(sw.claims, sw.extras[extra_name], max_pairs=s.pairs)
     tests = sw.tests(s.pairs)
     out = [sw.majority()]
 
@@ -97,12 +99,13 @@ def rows(sw: sweep.Sweep, extra_name: str) -> list[dict[str, Any]]:
         out.append({"setting": name, **{k: _m([x.label or "" for x in xs], predict(xs)) for k, xs in tests.items()}})
         print(json.dumps(out[-1]), flush=True)
 
+    fitted = {}
     for variant in ("", "A", "B", "C"):
         f = (lambda x, v=variant: md.tokens(x, v)) if variant else (lambda x: x)
-        vec, lr = sweep.fit([f(x) for x in train], ts, s.pairs)
+        vec, lr = fitted[variant] = fit([f(x) for x in train], ts, s.pairs)
         score(f"tokens {variant}" if variant else "default (no metadata)",
               lambda xs, vec=vec, lr=lr, f=f: sweep._predict(vec, lr, [f(x) for x in xs], s))
-    vec, _ = sweep.fit(train, ts, s.pairs)  # the vocabulary and IDF; the regression is refitted below
+    vec = fitted[""][0]  # the default's vocabulary and IDF; the regression is refitted below
     text = vec.transform([render(x, s.words, s.pairs) for x in train])
     weights = class_weights([x.label for x in train], ts.class_weight)
     y = np.array([LABELS.index(x.label) for x in train])

@@ -81,14 +81,18 @@ class PipelineRun:
         self.gold = [c.gold_label or "" for c in self.claims]
         self.name = f"{run} (dev {self.indices[0]}-{self.indices[-1]}, {len(self.indices)} claims)"
         self.utility: list[float] | None = None
+        self._runs: dict[tuple[Path, bool], tuple[list[Any], float]] = {}
 
     def predict(self, model_dir: Path, rule: bool = False) -> tuple[list[Any], float]:
-        """Stage 3's trained mode on every claim; (predictions, seconds per claim)."""
-        tv = load_trained(str(model_dir), use_rule=rule)
-        cfg = VerdictConfig(mode="trained", trained_model=str(model_dir), trained_rule=rule)
-        t = time.perf_counter()
-        preds = verdict.run_verdict(self.claims, self.hyde, self.evidence, None, cfg, trained=tv)
-        return preds, (time.perf_counter() - t) / len(preds)
+        """Stage 3's trained mode on every claim; (predictions, seconds per claim). Run once per
+        model: a candidate's row and an averaged row that includes it read the same predictions."""
+        if (model_dir, rule) not in self._runs:
+            tv = load_trained(str(model_dir), use_rule=rule)
+            cfg = VerdictConfig(mode="trained", trained_model=str(model_dir), trained_rule=rule)
+            t = time.perf_counter()
+            preds = verdict.run_verdict(self.claims, self.hyde, self.evidence, None, cfg, trained=tv)
+            self._runs[(model_dir, rule)] = (preds, (time.perf_counter() - t) / len(preds))
+        return self._runs[(model_dir, rule)]
 
     def hits(self, labels: list[str], preds: list[Any]) -> list[float]:
         if self.utility is None:  # the evidence is the same for every candidate: scored once
