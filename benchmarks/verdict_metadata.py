@@ -35,7 +35,7 @@ import numpy as np
 
 import verdict_tfidf_sweep as sweep
 from bench_common import RESULTS, SHARED, uptime
-from verdict_models import _m
+from verdict_models import _m, fold_arguments
 
 from sanctuary_local.records import LABELS  # noqa: E402
 from sanctuary_local.verdict_model.base import TrainSettings, class_weights  # noqa: E402
@@ -122,9 +122,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--train", type=Path, default=SHARED / "data" / "averitec" / "train.json")
     ap.add_argument("--extra", required=True, metavar="NAME=FILE", help="the default's retrieved training evidence")
-    ap.add_argument("--pipeline-run", type=Path, help="a finished cpu run on dev 0-49")
-    ap.add_argument("--fit-run", type=Path, help="a finished cpu run on dev 100-149")
-    ap.add_argument("--retrieved-dev", type=Path, help="evidence retrieved for dev 100-249 (verdict-model evidence)")
+    fold_arguments(ap)
     ap.add_argument("--label", default="verdict_metadata")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()

@@ -268,15 +268,20 @@ def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def fold_arguments(ap: argparse.ArgumentParser, fit_use: str = "") -> None:
+    """The tuning folds every verdict benchmark scores: two pipeline runs and the retrieved dev evidence."""
+    ap.add_argument("--pipeline-run", type=Path, help="a finished cpu run on dev 0-49 (its stage-1/2 records are read)")
+    ap.add_argument("--fit-run", type=Path, help=f"a finished cpu run on dev 100-149{fit_use}")
+    ap.add_argument("--retrieved-dev", type=Path, help="evidence retrieved for dev 100-249 (verdict-model evidence)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--candidate", action="append", required=True, metavar="NAME=MODEL",
                     help="a model directory or a shipped model (packaged:NAME); repeatable")
     ap.add_argument("--average", action="append", default=[], metavar="NAME=MODEL+MODEL",
                     help="an equal-weight average of models' probabilities, as one more row; repeatable")
-    ap.add_argument("--pipeline-run", type=Path, help="a finished run on dev 0-49 (its stage-1/2 records are read)")
-    ap.add_argument("--fit-run", type=Path, help="a finished run on dev 100-149: fits the rule and the stack")
-    ap.add_argument("--retrieved-dev", type=Path, help="evidence retrieved for dev 100-249 (verdict-model evidence)")
+    fold_arguments(ap, fit_use=": fits the rule and the stack")
     ap.add_argument("--notes", type=Path, help="a markdown file of notes appended to the table (what was not run, why)")
     ap.add_argument("--label", default="verdict_models")
     ap.add_argument("--out", type=Path, default=RESULTS)

@@ -38,7 +38,7 @@ from typing import Any
 
 from bench_common import DEFAULT_CLAIMS as DEV
 from bench_common import RESULTS, SHARED, uptime
-from verdict_models import PipelineRun, _m
+from verdict_models import PipelineRun, _m, fold_arguments
 
 from sanctuary_local.config.settings import VerdictConfig  # noqa: E402
 from sanctuary_local.io.claims import read_claims  # noqa: E402
@@ -182,9 +182,7 @@ def main() -> None:
     ap.add_argument("--train", type=Path, default=SHARED / "data" / "averitec" / "train.json")
     ap.add_argument("--extra", action="append", required=True, metavar="NAME=FILE",
                     help="retrieved training evidence (verdict-model evidence); the first is the default's; repeatable")
-    ap.add_argument("--pipeline-run", type=Path, help="a finished cpu run on dev 0-49")
-    ap.add_argument("--fit-run", type=Path, help="a finished cpu run on dev 100-149")
-    ap.add_argument("--retrieved-dev", type=Path, help="evidence retrieved for dev 100-249 (verdict-model evidence)")
+    fold_arguments(ap)
     ap.add_argument("--cv-evidence", type=Path, help="evidence retrieved for the train claims: scores the train CV")
     ap.add_argument("--c", type=float, nargs="*", default=[0.3, 0.7, 1.0, 1.5, 2.0, 3.0])
     ap.add_argument("--pairs", type=int, nargs="*", default=[5, 20])
