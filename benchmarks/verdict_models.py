@@ -286,6 +286,9 @@ def main() -> None:
     ap.add_argument("--label", default="verdict_models")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
+    bad = [a for a in args.average if not a.partition("=")[0] or len(a.partition("=")[2].split("+")) < 2]
+    if bad:
+        raise SystemExit(f"error: --average takes NAME=MODEL+MODEL, got {', '.join(repr(b) for b in bad)}")
     try:  # every candidate and the notes are checked before any work: a bad one is one line
         candidates = [(name, resolve(path)) for name, _, path in (c.partition("=") for c in args.candidate)]
         averages = [(name, [resolve(m) for m in models.split("+")])
