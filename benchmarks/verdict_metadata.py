@@ -23,19 +23,15 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import re
 import sys
-import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import verdict_tfidf_sweep as sweep
-from bench_common import RESULTS, SHARED, uptime
-from verdict_models import _m, fold_arguments
+from verdict_models import _m
 
 from sanctuary_local.records import LABELS  # noqa: E402
 from sanctuary_local.verdict_model.base import TrainSettings, class_weights  # noqa: E402
@@ -82,8 +78,9 @@ class Metadata:
         return scipy.sparse.csr_matrix(rows)
 
 
-def rows(sw: sweep.Sweep, extra_name: str) -> list[dict[str, Any]]:
+def rows(sw: sweep.Sweep, extras: list[str]) -> list[dict[str, Any]]:
     """The default, the three token variants and the one-hot block at three weights."""
+    extra_name = extras[0]
     import scipy.sparse
     from sklearn.linear_model import LogisticRegression
 
@@ -119,32 +116,7 @@ def rows(sw: sweep.Sweep, extra_name: str) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--train", type=Path, default=SHARED / "data" / "averitec" / "train.json")
-    ap.add_argument("--extra", required=True, metavar="NAME=FILE", help="the default's retrieved training evidence")
-    fold_arguments(ap)
-    ap.add_argument("--label", default="verdict_metadata")
-    ap.add_argument("--out", type=Path, default=RESULTS)
-    args = ap.parse_args()
-    name, _, path = args.extra.partition("=")
-    if not name or not path:
-        raise SystemExit(f"error: --extra takes NAME=FILE, got {args.extra!r}")
-    missing = [str(p) for p in (args.train, Path(path), args.retrieved_dev) if p and not p.is_file()]
-    if missing:
-        raise SystemExit(f"error: not a file: {', '.join(missing)}")
-    args.cv_evidence = None
-    sw = sweep.Sweep(args, {name: Path(path)})
-    table = rows(sw, name)
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(), "uptime": uptime(),
-            "runs": "; ".join(r.name for r in sw.runs.values()) or "none", "extras": f"{name} = {path}",
-            "cv_evidence": "not run"}
-    md = sweep.to_markdown(table, meta).replace("# TF-IDF verdict settings, one at a time",
-                                                "# TF-IDF verdict with the claim's metadata", 1)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.label}.json").write_text(json.dumps({"meta": meta, "rows": table}, indent=1) + "\n")
-    (args.out / f"{args.label}.md").write_text(md)
-    print(md)
-
+    sweep.one_extra_main(__doc__, "verdict_metadata", "# TF-IDF verdict with the claim's metadata", rows)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -344,6 +344,28 @@ def test_evidence_is_stage_two_snippets_that_reconstruct_from_the_store(train_ev
     assert n > 0
 
 
+def test_evidence_build_searches_with_the_queries_it_is_given(train_evidence: tuple[Path, Path], tmp_path: Path) -> None:
+    """``build(queries=…)``: each gold question searched with a hypothetical answer (the claim's
+    text, as ``benchmarks/verdict_hyde_evidence.py`` does) reaches stage 2 and its record."""
+    from sanctuary_local.records import Query
+    from sanctuary_local.verdict_model.evidence import build, read_evidence
+    from sanctuary_local.verdict_model.train import read_training_claims
+
+    claims_path, _ = train_evidence
+    claims, _ = read_training_claims(claims_path)
+
+    def with_claim(c):  # noqa: ANN001, ANN202
+        return tuple(Query(c.index, n, q.question, (c.text,)) for n, q in enumerate(c.gold_questions))
+
+    out = tmp_path / "hyde.jsonl"
+    assert build(claims, REPO / "examples" / "store", out, queries=with_claim) == 4
+    found = read_evidence(out)
+    for i, ev in found.items():
+        text = next(c.text for c in claims if c.index == i)
+        assert ev.queries and all(q.query.answers == (text,) for q in ev.queries)
+        assert any(q.snippets for q in ev.queries)
+
+
 def test_evidence_build_resumes_and_drops_a_torn_line(train_evidence: tuple[Path, Path], tmp_path: Path) -> None:
     claims, path = train_evidence
     lines = path.read_bytes().splitlines(keepends=True)

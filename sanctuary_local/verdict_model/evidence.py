@@ -136,9 +136,11 @@ def _drop_torn_tail(path: Path) -> None:
 
 
 def build(claims: Sequence[Claim], store: Path, out: Path, *, profile: str = "cpu", limit: int | None = None,
-          seed: int = 0, workers: int = 1, progress: Callable[[int, int], None] | None = None) -> int:
+          seed: int = 0, workers: int = 1, progress: Callable[[int, int], None] | None = None,
+          queries: Callable[[Claim], tuple[Query, ...]] = gold_question_queries) -> int:
     """Retrieve evidence for (a seeded sample of) ``claims`` from ``store`` into ``out``,
-    skipping the claims already there; returns the number of claims in ``out``."""
+    skipping the claims already there; returns the number of claims in ``out``. ``queries``
+    makes each claim's stage-2 queries (default: its gold questions)."""
     from sanctuary_local.config.settings import load_config
     from sanctuary_local.io.store import KnowledgeStore
     from sanctuary_local.stages.evidence import run_retrieval
@@ -165,6 +167,6 @@ def build(claims: Sequence[Claim], store: Path, out: Path, *, profile: str = "cp
             if progress:
                 progress(len(done), total)
 
-        hyde = [HydeResult(c.index, None, gold_question_queries(c)) for c in todo]
+        hyde = [HydeResult(c.index, None, queries(c)) for c in todo]
         run_retrieval(str(store), hyde, cfg, workers=workers, on_result=write)
     return len(done)
