@@ -177,73 +177,76 @@ def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _parser(doc: str, label: str) -> argparse.ArgumentParser:
+    """The arguments every table that refits the default takes: train, --extra, the folds, label, out."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--train", type=Path, default=SHARED / "data" / "averitec" / "train.json")
+    ap.add_argument("--extra", action="append", required=True, metavar="NAME=FILE",
+                    help="retrieved training evidence (verdict-model evidence); the first is the default's; repeatable")
+    fold_arguments(ap)
+    ap.add_argument("--label", default=label)
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    return ap
+
+
+def _extras(args: argparse.Namespace, *files: Path | None) -> dict[str, Path]:
+    """``--extra NAME=FILE`` as a dict; one error line for a malformed value or a missing file."""
+    bad = [e for e in args.extra if not all(e.partition("=")[::2])]
+    if bad:
+        raise SystemExit(f"error: --extra takes NAME=FILE, got {', '.join(repr(b) for b in bad)}")
+    extras = {name: Path(path) for name, _, path in (e.partition("=") for e in args.extra)}
+    missing = [str(p) for p in (args.train, *files, *extras.values()) if p and not p.is_file()]
+    if missing:
+        raise SystemExit(f"error: not a file: {', '.join(missing)}")
+    return extras
+
+
+def _write(args: argparse.Namespace, sweep: Sweep, extras: dict[str, Path], rows: list[dict[str, Any]],
+           title: str | None = None, notes: str = "") -> None:
+    """``LABEL.json`` and ``LABEL.md`` (the table, under ``title`` if given, then ``notes``)."""
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(), "uptime": uptime(),
+            "runs": "; ".join(r.name for r in sweep.runs.values()) or "none",
+            "extras": ", ".join(f"{k} = {v}" for k, v in extras.items()),
+            "cv_evidence": str(args.cv_evidence) if args.cv_evidence else "not run"}
+    md = to_markdown(rows, meta)
+    if title:
+        md = md.replace("# TF-IDF verdict settings, one at a time", title, 1)
+    md += notes
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{args.label}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    (args.out / f"{args.label}.md").write_text(md)
+    print(md)
+
+
 def one_extra_main(doc: str, label: str, title: str, rows: Any) -> None:
     """The ``main`` of a table that refits the default's row with changes (``verdict_metadata.py``,
     ``verdict_inputs.py``, ``verdict_hyde_evidence.py``): ``--extra`` (the first is the default's
     retrieved training evidence), the tuning folds, ``rows(sweep, extra_names)`` for the table,
     written as ``LABEL.json`` and ``LABEL.md`` (with ``--notes`` under it)."""
-    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    ap.add_argument("--train", type=Path, default=SHARED / "data" / "averitec" / "train.json")
-    ap.add_argument("--extra", action="append", required=True, metavar="NAME=FILE",
-                    help="retrieved training evidence; the first is the default's")
-    fold_arguments(ap)
+    ap = _parser(doc, label)
     ap.add_argument("--notes", type=Path, help="a text (e.g. the rule written before the table) put under the table")
-    ap.add_argument("--label", default=label)
-    ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
-    bad = [e for e in args.extra if not all(e.partition("=")[::2])]
-    if bad:
-        raise SystemExit(f"error: --extra takes NAME=FILE, got {', '.join(repr(b) for b in bad)}")
-    extras = {name: Path(path) for name, _, path in (e.partition("=") for e in args.extra)}
-    missing = [str(p) for p in (args.train, *extras.values(), args.retrieved_dev, args.notes) if p and not p.is_file()]
-    if missing:
-        raise SystemExit(f"error: not a file: {', '.join(missing)}")
+    extras = _extras(args, args.retrieved_dev, args.notes)
     args.cv_evidence = None
     sweep = Sweep(args, extras)
-    table = rows(sweep, list(extras))
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(), "uptime": uptime(),
-            "runs": "; ".join(r.name for r in sweep.runs.values()) or "none",
-            "extras": ", ".join(f"{k} = {v}" for k, v in extras.items()), "cv_evidence": "not run"}
-    md = to_markdown(table, meta).replace("# TF-IDF verdict settings, one at a time", title, 1)
-    if args.notes:
-        md += "\n" + args.notes.read_text(encoding="utf-8")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.label}.json").write_text(json.dumps({"meta": meta, "rows": table}, indent=1) + "\n")
-    (args.out / f"{args.label}.md").write_text(md)
-    print(md)
+    notes = "\n" + args.notes.read_text(encoding="utf-8") if args.notes else ""
+    _write(args, sweep, extras, rows(sweep, list(extras)), title, notes)
+
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--train", type=Path, default=SHARED / "data" / "averitec" / "train.json")
-    ap.add_argument("--extra", action="append", required=True, metavar="NAME=FILE",
-                    help="retrieved training evidence (verdict-model evidence); the first is the default's; repeatable")
-    fold_arguments(ap)
+    ap = _parser(__doc__, "verdict_tfidf_sweep")
     ap.add_argument("--cv-evidence", type=Path, help="evidence retrieved for the train claims: scores the train CV")
     ap.add_argument("--c", type=float, nargs="*", default=[0.3, 0.7, 1.0, 1.5, 2.0, 3.0])
     ap.add_argument("--pairs", type=int, nargs="*", default=[5, 20])
     ap.add_argument("--words", type=int, nargs="*", default=[24, 96])
-    ap.add_argument("--label", default="verdict_tfidf_sweep")
-    ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
-    bad = [e for e in args.extra if "=" not in e or not e.partition("=")[0]]
-    if bad:
-        raise SystemExit(f"error: --extra takes NAME=FILE, got {', '.join(repr(b) for b in bad)}")
-    extras = {name: Path(path) for name, _, path in (e.partition("=") for e in args.extra)}
-    missing = [str(p) for p in [args.train, args.cv_evidence, *extras.values()] if p and not p.is_file()]
-    if missing:
-        raise SystemExit(f"error: not a file: {', '.join(missing)}")
+    extras = _extras(args, args.cv_evidence)
     sweep = Sweep(args, extras)
     rows = [sweep.majority()]
     for s in settings(args, list(extras)):
         rows.append(sweep.row(s))
         print(json.dumps(rows[-1]), flush=True)
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(), "uptime": uptime(),
-            "runs": "; ".join(r.name for r in sweep.runs.values()) or "none",
-            "extras": ", ".join(f"{k} = {v}" for k, v in extras.items()), "cv_evidence": str(args.cv_evidence)}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.label}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
-    (args.out / f"{args.label}.md").write_text(to_markdown(rows, meta))
-    print(to_markdown(rows, meta))
+    _write(args, sweep, extras, rows)
 
 
 if __name__ == "__main__":
