@@ -63,6 +63,7 @@ def fit(xs: list[VerdictInput], ts: TrainSettings, pairs: int, power: float) -> 
 
 
 def rows(sw: sweep.Sweep, extras: list[str]) -> list[dict[str, Any]]:
+    """The majority, the default and each variant, fitted on the default's training inputs."""
     extra_name = extras[0]
     s = sweep.settings(argparse.Namespace(c=[], pairs=[], words=[]), [extra_name])[0]
     if sweep.SHIPPED["class_weight"] != "balanced":
@@ -87,6 +88,7 @@ def rows(sw: sweep.Sweep, extras: list[str]) -> list[dict[str, Any]]:
 
 def main() -> None:
     sweep.one_extra_main(__doc__, "verdict_inputs", "# TF-IDF verdict: without questions, softer class weights", rows)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -118,5 +118,6 @@ def rows(sw: sweep.Sweep, extras: list[str]) -> list[dict[str, Any]]:
 def main() -> None:
     sweep.one_extra_main(__doc__, "verdict_metadata", "# TF-IDF verdict with the claim's metadata", rows)
 
+
 if __name__ == "__main__":
     sys.exit(main())
