@@ -21,14 +21,12 @@ Labels are the argmax. Dev 50-99 is never read.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import verdict_tfidf_sweep as sweep
-from verdict_models import _m
 
 from sanctuary_local.records import Claim, Query  # noqa: E402
 from sanctuary_local.verdict_model.base import TrainSettings  # noqa: E402
@@ -80,12 +78,7 @@ def rows(sw: sweep.Sweep, extras: list[str]) -> list[dict[str, Any]]:
                         (f"{extras[0]} + {extras[1]}", retrieved[extras[0]] + retrieved[extras[1]])):
         t0 = time.perf_counter()
         vec, lr = fit(sw.gold + extra, ts, s.pairs)
-        row: dict[str, Any] = {"setting": name}
-        for fold, xs in tests.items():
-            row[fold] = _m([x.label or "" for x in xs], sweep._predict(vec, lr, xs, s))
-        row["seconds"] = round(time.perf_counter() - t0, 1)
-        out.append(row)
-        print(json.dumps(row), flush=True)
+        out.append(sweep.scored(name, tests, lambda xs, vec=vec, lr=lr: sweep._predict(vec, lr, xs, s), t0))
     return out
 
 

@@ -22,7 +22,6 @@ retrieved 100-249). Labels are the argmax. Dev 50-99 is never read.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import replace
@@ -31,7 +30,6 @@ from typing import Any
 import numpy as np
 
 import verdict_tfidf_sweep as sweep
-from verdict_models import _m
 
 from sanctuary_local.records import LABELS  # noqa: E402
 from sanctuary_local.verdict_model.base import TrainSettings, class_weights  # noqa: E402
@@ -76,13 +74,8 @@ def rows(sw: sweep.Sweep, extras: list[str]) -> list[dict[str, Any]]:
         t0 = time.perf_counter()
         view = (lambda x: x) if questions else answers_only
         vec, lr = fit([view(x) for x in train], ts, s.pairs, power)
-        row: dict[str, Any] = {"setting": name}
-        for fold, xs in tests.items():
-            pred = lr.predict(vec.transform([render(view(x), s.words, s.pairs) for x in xs]))
-            row[fold] = _m([x.label or "" for x in xs], [LABELS[i] for i in pred])
-        row["seconds"] = round(time.perf_counter() - t0, 1)
-        out.append(row)
-        print(json.dumps(row), flush=True)
+        out.append(sweep.scored(name, tests, lambda xs, vec=vec, lr=lr, view=view: [
+            LABELS[i] for i in lr.predict(vec.transform([render(view(x), s.words, s.pairs) for x in xs]))], t0))
     return out
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import re
 import sys
 from dataclasses import replace
@@ -31,7 +30,6 @@ from typing import Any
 import numpy as np
 
 import verdict_tfidf_sweep as sweep
-from verdict_models import _m
 
 from sanctuary_local.records import LABELS  # noqa: E402
 from sanctuary_local.verdict_model.base import TrainSettings, class_weights  # noqa: E402
@@ -93,8 +91,7 @@ def rows(sw: sweep.Sweep, extras: list[str]) -> list[dict[str, Any]]:
     out = [sw.majority()]
 
     def score(name: str, predict: Any) -> None:
-        out.append({"setting": name, **{k: _m([x.label or "" for x in xs], predict(xs)) for k, xs in tests.items()}})
-        print(json.dumps(out[-1]), flush=True)
+        out.append(sweep.scored(name, tests, predict))
 
     fitted = {}
     for variant in ("", "A", "B", "C"):

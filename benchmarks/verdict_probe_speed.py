@@ -53,15 +53,12 @@ def time_model(name: str, xs: list, words: int, threads: int) -> dict:
     tokens = [len(llm.tokenize(t.encode(), special=True)) for t in texts]
     llm.embed(texts[0])  # warm-up: the first call maps the weights
     load0, t0 = _load(), time.perf_counter()
-    dim = 0
     for t in texts:
         # The chat markers are special tokens: tokenize them as such (embed() does not).
-        ids = llm.tokenize(t.encode(), special=True)
         llm.reset()
-        llm.eval(ids)
-        dim = llm.n_embd()
+        llm.eval(llm.tokenize(t.encode(), special=True))
     wall = time.perf_counter() - t0
-    return {"model": name, "claims": len(xs), "mean_tokens": round(sum(tokens) / len(tokens), 1), "hidden": dim,
+    return {"model": name, "claims": len(xs), "mean_tokens": round(sum(tokens) / len(tokens), 1), "hidden": llm.n_embd(),
             "s_per_claim": round(wall / len(xs), 2), "tokens_per_s": round(sum(tokens) / wall, 1),
             "load_before": load0, "load_after": _load()}
 

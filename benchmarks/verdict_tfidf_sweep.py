@@ -177,6 +177,18 @@ def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def scored(name: str, tests: dict[str, list[Any]], predict: Any, t0: float | None = None) -> dict[str, Any]:
+    """One table row: ``predict(inputs) -> labels`` scored on every fold (with the seconds since
+    ``t0`` when given), printed as it is made."""
+    row: dict[str, Any] = {"setting": name}
+    for fold, xs in tests.items():
+        row[fold] = _m([x.label or "" for x in xs], predict(xs))
+    if t0 is not None:
+        row["seconds"] = round(time.perf_counter() - t0, 1)
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def _parser(doc: str, label: str) -> argparse.ArgumentParser:
     """The arguments every table that refits the default takes: train, --extra, the folds, label, out."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
