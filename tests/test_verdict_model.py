@@ -141,6 +141,7 @@ def test_bad_train_file_one_line_no_model(tmp_path: Path, content: str, expected
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and expected in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
+    assert proc.stdout.strip() == "", proc.stdout  # no progress bar before the error
     assert not out.exists() and not list(tmp_path.glob(".model*"))
 
 

@@ -83,15 +83,20 @@ def train(
     settings = TrainSettings(base=base, epochs=epochs, seed=seed, max_length=max_length, learning_rate=learning_rate,
                              class_weight=class_weight, threads=threads, c=c, answer_words=answer_words)
     command = command_line()
-    with Progress(TextColumn("training"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
-                  TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                  console=console, transient=False) as bar:
-        task = bar.add_task("train", total=None, loss="-")
+    bar = Progress(TextColumn("training"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
+                   TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                   console=console, transient=False)
+    task = bar.add_task("train", total=None, loss="-")
 
-        def progress(done: int, total: int, loss: float | None) -> None:
-            bar.update(task, completed=done, total=total, loss=f"{loss:.3f}" if loss is not None else "-")
+    def progress(done: int, total: int, loss: float | None) -> None:
+        bar.start()  # on the first step, so that a bad input file shows its error line alone
+        bar.update(task, completed=done, total=total, loss=f"{loss:.3f}" if loss is not None else "-")
 
+    try:
         card = do_train(train_json, out, settings, evals, command, progress, evidence=evidence, gold=gold)
+    finally:
+        if bar.live.is_started:
+            bar.stop()
     console.print(f"wrote {escape(str(out))} ({card['kind']}, {card['train_seconds']} s, "
                   f"{card['train_data']['claims']} claims)", highlight=False)
     for name, result in card.get("eval", {}).items():
