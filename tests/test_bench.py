@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sanctuary_local import bench
+from sanctuary_local.machine import bench
 from sanctuary_local.cli import main
 from sanctuary_local.errors import UserError
 

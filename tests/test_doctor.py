@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sanctuary_local.config.settings import load_config
-from sanctuary_local.doctor import FAIL, LATER, OK, WARN, check_cache, check_examples, check_split_model, diagnose
+from sanctuary_local.machine.doctor import FAIL, LATER, OK, WARN, check_cache, check_examples, check_split_model, diagnose
 from sanctuary_local.models.parts import RECORD_SUFFIX, write_record
 from sanctuary_local.models.resolve import PackagedModel, load_manifest
 

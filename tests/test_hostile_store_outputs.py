@@ -287,7 +287,7 @@ def test_run_log_and_config_are_not_written_through_symlinks(tmp_path: Path) -> 
 
 
 def test_bench_outputs_are_not_written_through_symlinks(tmp_path: Path) -> None:
-    from sanctuary_local import bench
+    from sanctuary_local.machine import bench
 
     timings = {"n_claims": 1, "wall_s": 3.0, "stages": {s: {"per_claim": {"mean": 1.0, "p50": 1.0, "p95": 1.0}}
                                                         for s in bench.STAGES}}

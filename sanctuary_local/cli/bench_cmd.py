@@ -33,7 +33,7 @@ def bench(
     """Time the pipeline per stage on N claims and write the figures as JSON, markdown and a chart.
 
     With --from-timings it reads a finished run's timings.json instead; with --compare it compares two bench results."""
-    from sanctuary_local import bench as b
+    from sanctuary_local.machine import bench as b
 
     if compare_:
         ra, rb = b.load_result(compare_[0]), b.load_result(compare_[1])

@@ -38,7 +38,7 @@ def doctor(
 
     from sanctuary_local.cli.run_cmd import parse_overrides
     from sanctuary_local.config.settings import load_config
-    from sanctuary_local.doctor import FAIL, WARN, diagnose
+    from sanctuary_local.machine.doctor import FAIL, WARN, diagnose
 
     cfg = load_config(profile, parse_overrides(set_) or None)
     if models_dir:

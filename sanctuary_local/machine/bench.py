@@ -218,7 +218,7 @@ def synthetic_inputs(n_claims: int, scale: float, out_dir: Path, seed: int = 7) 
     Each claim's text is a real line of one of its documents (the generator's first
     query answer), so retrieval has genuine hits; labels are not meaningful.
     """
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "synthetic_store.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "synthetic_store.py"
     if not script.is_file():
         raise UserError(f"--synthetic needs {script} (a source checkout of sanctuary_local)")
     store = out_dir / "store"
