@@ -5,7 +5,6 @@ sources (file, PDF page, character span), and optionally writes the cited HTML r
 from __future__ import annotations
 
 import datetime as dt
-import os
 import shutil
 import sys
 import tempfile
