@@ -19,7 +19,6 @@ Phases (each can be rerun alone; results accumulate in ``--out``.json):
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import threading

@@ -9,7 +9,6 @@ a scripted backend standing in for the model.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import orjson
 import pytest

@@ -12,7 +12,7 @@ from sanctuary_local.config.settings import VerdictConfig, load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
 from sanctuary_local.records import (
-    LABELS, Chunk, Claim, ClaimEvidence, EvidenceSnippet, HydeResult, Query, QueryEvidence,
+    Chunk, Claim, ClaimEvidence, EvidenceSnippet, HydeResult, Query, QueryEvidence,
 )
 from sanctuary_local.stages.verdict import line as verdict
 from sanctuary_local.stages.evidence_view import (

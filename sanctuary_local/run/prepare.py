@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 from typing import Any
 
 from sanctuary_local.config.settings import Config, load_config
