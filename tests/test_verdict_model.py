@@ -243,6 +243,32 @@ def test_justification_quotes_a_passage_that_answers_two_questions_once() -> Non
     assert distinct_passages([], x) == []
 
 
+def test_justification_prints_the_probabilities_the_console_prints() -> None:
+    """0.40497 is kept as 0.405 in the record, which the console prints as 0.41: the
+    justification must say 0.41 too, not 0.40 from the unrounded value."""
+    from pathlib import Path as _Path
+
+    from sanctuary_local.cli.run_cmd import label_scores_line
+    from sanctuary_local.config.settings import VerdictConfig
+    from sanctuary_local.records import Claim, HydeResult
+    from sanctuary_local.stages.verdict import line as verdict
+    from sanctuary_local.stages.verdict.trained import TrainedVerdict
+
+    class FixedModel:  # formatting only: the probabilities are given, not learned
+        kind, directory, sha256, answer_words = "fixed", _Path("."), "0" * 64, 48
+
+        def predict_proba(self, xs):  # noqa: ANN001, ANN202
+            return np.tile([0.25, 0.40497, 0.17, 0.17503], (len(xs), 1))
+
+    cfg = VerdictConfig(mode="trained", trained_model="fixed")
+    claim = Claim(index=0, text="The Eiffel Tower grows in summer.")
+    (p,) = verdict.run_verdict([claim], [HydeResult(0, None, ())], [_evidence_for(0)], None, cfg,
+                               trained=TrainedVerdict(FixedModel(), None, "fixed"))
+    console = label_scores_line(p.meta).split(": ", 1)[1]
+    assert console.startswith("Refuted 0.41")
+    assert f"label probabilities: {console})" in p.justification, (console, p.justification)
+
+
 def test_trained_stage_reads_the_redacted_copy(tfidf_model: Path) -> None:
     """A snippet that looks like an instruction reaches the model redacted, as in every mode."""
     from sanctuary_local.config.settings import VerdictConfig

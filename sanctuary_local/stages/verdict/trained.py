@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 
 from sanctuary_local.records import LABELS
 from sanctuary_local.stages.verdict.draft import Context, Draft, LabelScores
@@ -97,6 +96,12 @@ def distinct_passages(weighed: list[tuple[float, int]], x: VerdictInput) -> list
     return out
 
 
+def shown(q: float) -> str:
+    """A probability as printed: from the value the record keeps (4 places, ``LabelScores``),
+    so that the justification, the console and the report print the same figure."""
+    return f"{round(float(q), 4):.2f}"
+
+
 def _quote(text: str) -> str:
     words = text.split()
     return " ".join(words[:QUOTE_WORDS]) + (" …" if len(words) > QUOTE_WORDS else "")
@@ -112,7 +117,7 @@ def justify(drafts: list[Draft], ctx: Context) -> list[Draft]:
         assert d.scores is not None and d.label is not None
         x = _input(d)
         p = d.scores.probabilities[LABELS.index(d.label)]
-        ranked = ", ".join(f"{lab} {q:.2f}" for lab, q in sorted(zip(LABELS, d.scores.probabilities), key=lambda kv: -kv[1]))
+        ranked = ", ".join(f"{lab} {shown(q)}" for lab, q in sorted(zip(LABELS, d.scores.probabilities), key=lambda kv: -kv[1]))
         text = f"{d.label} (trained verdict model; label probabilities: {ranked})."
         weighed = distinct_passages([(w, k) for w, k in _weights(tv.model, x, d.label, p) if w > 0], x)[:JUSTIFY_PASSAGES]
         if weighed:
@@ -127,8 +132,3 @@ def justify(drafts: list[Draft], ctx: Context) -> list[Draft]:
         meta = {**d.meta, "weighs_most": [{"pair": k, "url": x.pairs[k].url, "weight": round(w, 4)} for w, k in weighed]}
         out.append(dataclasses.replace(d, justification=text, meta=meta, seconds=d.seconds + spent))
     return out
-
-
-def probabilities_line(probabilities: Any) -> str:
-    """``Supported 0.12 · Refuted 0.70 · …`` for the console."""
-    return " · ".join(f"{lab.split('/')[0]} {float(p):.2f}" for lab, p in zip(LABELS, np.asarray(probabilities)))
