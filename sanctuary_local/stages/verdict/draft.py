@@ -31,6 +31,11 @@ class Parts:
     """Asked once when the verdict does not label every part."""
 
 
+#: Decimal places a record keeps of each label score (``LabelScores.to_dict``); what is printed
+#: is formatted from that kept value, so console, report and justification agree.
+KEPT_PLACES = 4
+
+
 @dataclass(frozen=True, slots=True)
 class LabelScores:
     """A label model's outcome (trained mode): log-probabilities of the four labels
@@ -45,7 +50,8 @@ class LabelScores:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"logprobs": [round(x, 4) for x in self.logprobs], "probabilities": [round(x, 4) for x in self.probabilities],
+        return {"logprobs": [round(x, KEPT_PLACES) for x in self.logprobs],
+                "probabilities": [round(x, KEPT_PLACES) for x in self.probabilities],
                 "calibrated": self.calibrated, "exact": self.exact}
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 
 from sanctuary_local.records import LABELS
-from sanctuary_local.stages.verdict.draft import Context, Draft, LabelScores
+from sanctuary_local.stages.verdict.draft import KEPT_PLACES, Context, Draft, LabelScores
 from sanctuary_local.verdict_model.decision import decide
 from sanctuary_local.verdict_model.inputs import VerdictInput, from_queries, without
 
@@ -97,9 +97,9 @@ def distinct_passages(weighed: list[tuple[float, int]], x: VerdictInput) -> list
 
 
 def shown(q: float) -> str:
-    """A probability as printed: from the value the record keeps (4 places, ``LabelScores``),
-    so that the justification, the console and the report print the same figure."""
-    return f"{round(float(q), 4):.2f}"
+    """A probability as printed: from the value the record keeps (``KEPT_PLACES``), so that
+    the justification, the console and the report print the same figure."""
+    return f"{round(float(q), KEPT_PLACES):.2f}"
 
 
 def _quote(text: str) -> str:
