@@ -63,6 +63,8 @@ def train(
                             rich_help_panel="Advanced"),
     answer_words: int = typer.Option(48, "--answer-words", min=4, help="Each answer or snippet is cut to this many words.",
                                      rich_help_panel="Advanced"),
+    answer_focus: bool = typer.Option(False, "--answer-focus", help="Read each answer's sentences nearest its question "
+                                      "and the claim, not its first words.", rich_help_panel="Advanced"),
 ) -> None:
     """Train a verdict model on labelled claims; writes the weights and a model card."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -81,7 +83,8 @@ def train(
 
         evals = [EvalRange(eval_claims, 0, len(read_claims(eval_claims)))]
     settings = TrainSettings(base=base, epochs=epochs, seed=seed, max_length=max_length, learning_rate=learning_rate,
-                             class_weight=class_weight, threads=threads, c=c, answer_words=answer_words)
+                             class_weight=class_weight, threads=threads, c=c, answer_words=answer_words,
+                             answer_focus=answer_focus)
     command = command_line()
     bar = Progress(TextColumn("training"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
                    TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), TimeRemainingColumn(),

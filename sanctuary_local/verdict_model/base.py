@@ -37,6 +37,9 @@ class TrainSettings:
     """Encoder only: tokens of claim + evidence read (the evidence is cut to fit)."""
     answer_words: int = 48
     """Each answer (gold answer or snippet) is cut to this many words."""
+    answer_focus: bool = False
+    """Read each answer's ``inputs.focused`` part (the sentences nearest its question and the
+    claim) instead of its first ``answer_words`` words."""
     class_weight: str = "balanced"
     """"balanced" weighs each label by n / (4 · its count), so the rare labels count; "none"."""
     c: float = 3.0
@@ -53,6 +56,7 @@ class VerdictModel(Protocol):
     sha256: str
     """Of the model's files (``store.directory_sha256``): what a run records."""
     answer_words: int
+    answer_focus: bool
 
     def predict_proba(self, xs: Sequence[VerdictInput]) -> np.ndarray:
         """Probabilities of ``LABELS``, shape (len(xs), 4), rows in input order."""

@@ -41,8 +41,8 @@ def _torch() -> Any:
     return torch
 
 
-def _encode(tokenizer: Any, xs: Sequence[VerdictInput], max_length: int, answer_words: int) -> Any:
-    return tokenizer([" ".join(x.claim.split()) for x in xs], [render_evidence(x, answer_words) for x in xs],
+def _encode(tokenizer: Any, xs: Sequence[VerdictInput], max_length: int, answer_words: int, focus: bool) -> Any:
+    return tokenizer([" ".join(x.claim.split()) for x in xs], [render_evidence(x, answer_words, focus=focus) for x in xs],
                      truncation="only_second", max_length=max_length, padding=True, return_tensors="pt")
 
 
@@ -76,7 +76,7 @@ def train_encoder(xs: Sequence[VerdictInput], s: TrainSettings, base_dir: Path, 
         order = rng.permutation(len(xs))
         for b in range(steps_per_epoch):
             idx = order[b * s.batch_size:(b + 1) * s.batch_size]
-            batch = _encode(tokenizer, [xs[i] for i in idx], s.max_length, s.answer_words)
+            batch = _encode(tokenizer, [xs[i] for i in idx], s.max_length, s.answer_words, s.answer_focus)
             loss = loss_fn(model(**batch).logits, y[idx])
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -100,11 +100,13 @@ class EncoderModel:
 
     kind = "encoder"
 
-    def __init__(self, directory: Path, sha256: str, answer_words: int, max_length: int, threads: int = 2) -> None:
+    def __init__(self, directory: Path, sha256: str, answer_words: int, max_length: int, threads: int = 2,
+                 answer_focus: bool = False) -> None:
         torch = _torch()
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         self.directory, self.sha256, self.answer_words, self.max_length = directory, sha256, answer_words, max_length
+        self.answer_focus = answer_focus
         self._torch = torch
         if threads:
             torch.set_num_threads(threads)
@@ -116,6 +118,6 @@ class EncoderModel:
         out = [np.zeros((0, len(LABELS)))]
         with self._torch.inference_mode():
             for i in range(0, len(xs), BATCH):
-                batch = _encode(self._tokenizer, xs[i:i + BATCH], self.max_length, self.answer_words)
+                batch = _encode(self._tokenizer, xs[i:i + BATCH], self.max_length, self.answer_words, self.answer_focus)
                 out.append(self._torch.softmax(self._model(**batch).logits.float(), dim=-1).numpy())
         return np.concatenate(out).astype(np.float64)

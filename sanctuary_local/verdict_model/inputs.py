@@ -8,11 +8,13 @@ The same record is built from two sources, so that a model trained on one reads 
   answer), after stage 3's redaction of text that looks like an instruction to a model.
 
 ``render`` turns it into the one text the models read; answers are cut to ``answer_words``
-so that every question fits the encoder's window.
+so that every question fits the encoder's window: their first words, or (``focus``) the run of
+whole sentences that shares most content words with the question and the claim.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -87,14 +89,52 @@ def _cut(text: str, words: int) -> str:
     return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
 
 
-def render_evidence(x: VerdictInput, answer_words: int = 48, max_pairs: int = 10) -> str:
-    """The evidence as one text: ``Q: … A: …`` per pair, answers cut to ``answer_words``."""
-    return " ".join(f"Q: {' '.join(p.question.split())} A: {_cut(p.answer, answer_words)}" for p in x.pairs[:max_pairs])
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset("the a an of to in and or is was were be been are on for with that this by as at from it its "
+                  "has have had not no yes did does do what who when where which how why".split())
 
 
-def render(x: VerdictInput, answer_words: int = 48, max_pairs: int = 10) -> str:
+def _content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOP}
+
+
+def focused(answer: str, question: str, claim: str, words: int) -> str:
+    """The part of ``answer`` a model reads when it must fit in ``words`` words: of the runs of
+    whole sentences that fit, the one sharing most content words with ``question`` and ``claim``
+    (the first on a tie), cut as ``_cut`` cuts; an answer that fits is read whole."""
+    if len(answer.split()) <= words:
+        return _cut(answer, words)
+    asked = _content_words(question) | _content_words(claim)
+    sentences = [s for s in _SENTENCE_END.split(answer.strip()) if s.strip()]
+    best, best_score = sentences[0], -1
+    for i in range(len(sentences)):
+        run, n = [sentences[i]], len(sentences[i].split())
+        for s in sentences[i + 1:]:
+            if n + len(s.split()) > words:
+                break
+            run.append(s)
+            n += len(s.split())
+        score = len(asked & _content_words(" ".join(run)))
+        if score > best_score:
+            best, best_score = " ".join(run), score
+    return _cut(best, words)
+
+
+def _answer(p: QAPair, claim: str, words: int, focus: bool) -> str:
+    return focused(p.answer, p.question, claim, words) if focus else _cut(p.answer, words)
+
+
+def render_evidence(x: VerdictInput, answer_words: int = 48, max_pairs: int = 10, focus: bool = False) -> str:
+    """The evidence as one text: ``Q: … A: …`` per pair, answers cut to ``answer_words``
+    (their ``focused`` part with ``focus``)."""
+    return " ".join(f"Q: {' '.join(p.question.split())} A: {_answer(p, x.claim, answer_words, focus)}"
+                    for p in x.pairs[:max_pairs])
+
+
+def render(x: VerdictInput, answer_words: int = 48, max_pairs: int = 10, focus: bool = False) -> str:
     """Claim and evidence as one text (the TF-IDF model's input)."""
-    return f"Claim: {' '.join(x.claim.split())} {render_evidence(x, answer_words, max_pairs)}"
+    return f"Claim: {' '.join(x.claim.split())} {render_evidence(x, answer_words, max_pairs, focus)}"
 
 
 def without(x: VerdictInput, k: int) -> VerdictInput:

@@ -77,14 +77,14 @@ def load_model(name: str, threads: int = 2) -> VerdictModel:
         raise MissingModel(f"verdict model '{name}': its files hash to {sha[:16]}…, the card pins "
                            f"{card['files_sha256'][:16]}…; the model in {directory} is damaged or was changed")
     settings = card.get("settings", {})
-    words = int(settings.get("answer_words", 48))
+    words, focus = int(settings.get("answer_words", 48)), bool(settings.get("answer_focus", False))
     if card["kind"] == "tfidf":
         from sanctuary_local.verdict_model.tfidf import TfidfModel
 
-        return TfidfModel(directory, sha, words)
+        return TfidfModel(directory, sha, words, focus)
     from sanctuary_local.verdict_model.encoder import EncoderModel
 
-    return EncoderModel(directory, sha, words, int(settings.get("max_length", 256)), threads)
+    return EncoderModel(directory, sha, words, int(settings.get("max_length", 256)), threads, focus)
 
 
 def read_rule(directory: Path) -> dict[str, Any] | None:

@@ -34,12 +34,13 @@ def _vectorizer(vocabulary: dict[str, int] | None = None):  # noqa: ANN202 - skl
 def fit(xs: Sequence[VerdictInput], s: TrainSettings, max_pairs: int = 10):  # noqa: ANN201 - sklearn types
     """The fitted vectoriser and logistic regression (in memory): what ``train_tfidf`` writes,
     and what ``benchmarks/verdict_tfidf_sweep.py`` scores without writing. Each answer is cut to
-    ``s.answer_words`` words, and at most ``max_pairs`` pairs are read (stage 3 reads 10)."""
+    ``s.answer_words`` words (its focused part with ``s.answer_focus``), and at most ``max_pairs``
+    pairs are read (stage 3 reads 10)."""
     from sklearn.linear_model import LogisticRegression
 
     y = np.array([LABELS.index(x.label) for x in xs])
     vec = _vectorizer()
-    features = vec.fit_transform([render(x, s.answer_words, max_pairs) for x in xs])
+    features = vec.fit_transform([render(x, s.answer_words, max_pairs, s.answer_focus) for x in xs])
     weights = class_weights([x.label for x in xs], s.class_weight)
     lr = LogisticRegression(C=s.c, max_iter=2000, random_state=s.seed,
                             class_weight={i: float(w) for i, w in enumerate(weights)})
@@ -67,8 +68,8 @@ class TfidfModel:
 
     kind = "tfidf"
 
-    def __init__(self, directory: Path, sha256: str, answer_words: int) -> None:
-        self.directory, self.sha256, self.answer_words = directory, sha256, answer_words
+    def __init__(self, directory: Path, sha256: str, answer_words: int, answer_focus: bool = False) -> None:
+        self.directory, self.sha256, self.answer_words, self.answer_focus = directory, sha256, answer_words, answer_focus
         vocab = json.loads((directory / VOCABULARY).read_text(encoding="utf-8"))
         with np.load(directory / ARRAYS, allow_pickle=False) as arrays:
             idf, self._coef, self._intercept = arrays["idf"], arrays["coef"], arrays["intercept"]
@@ -80,5 +81,5 @@ class TfidfModel:
     def predict_proba(self, xs: Sequence[VerdictInput]) -> np.ndarray:
         if not xs:
             return np.zeros((0, len(LABELS)))
-        features = self._vec.transform([render(x, self.answer_words) for x in xs])
+        features = self._vec.transform([render(x, self.answer_words, focus=self.answer_focus) for x in xs])
         return softmax(np.asarray(features @ self._coef.T) + self._intercept)

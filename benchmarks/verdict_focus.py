@@ -1,0 +1,101 @@
+"""How much of the gold answers the trained verdict gets to read: a diagnostic, no model, no label.
+
+A trained verdict reads each snippet cut to ``answer_words`` words (48). A snippet is a semantic
+chunk of a page, and the answer may sit past its first 48 words. For every claim with gold
+answers, each gold answer sentence (at least 3 content words) counts as *found* when at least 80 %
+of its content words occur in the evidence text the model reads, as stage 3 orders it (the best
+snippet of every question first, at most 10 pairs):
+
+- the full snippets;
+- their first ``answer_words`` words (``inputs.render``, the shipped reading);
+- their focused ``answer_words`` words (``inputs.focused``: of the runs of whole sentences that fit,
+  the one sharing most content words with its question and the claim; ``--answer-focus``).
+
+Run it on tuning folds only (pipeline dev 0-49 and 100-149, retrieved dev 100-249), never dev 50-99:
+
+    python benchmarks/verdict_focus.py --claims ../shared/data/averitec/dev_part_a.json \\
+        --pipeline-run runs/quality_e2e/cpu_trained_hyde_short_split_dev0-49/run \\
+        --pipeline-run runs/quality_e2e/cpu_trained_hyde_short_dev100-149/run \\
+        --retrieved-dev runs/vm/dev100-249_evidence.jsonl --label verdict_focus_contain
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+
+from bench_common import REPO, RESULTS, uptime
+
+sys.path.insert(0, str(REPO))
+
+from sanctuary_local.io.claims import read_claims  # noqa: E402
+from sanctuary_local.records import Claim  # noqa: E402
+from sanctuary_local.verdict_model.evidence import read_evidence, read_run_evidence  # noqa: E402
+from sanctuary_local.verdict_model.inputs import _content_words, _cut, focused, from_queries  # noqa: E402
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+#: A gold sentence is found when this share of its content words occurs in the text read.
+FOUND_SHARE = 0.8
+READINGS = ("full snippets", "first words (shipped)", "focused words (--answer-focus)")
+
+
+def gold_sentences(claim: Claim) -> list[set[str]]:
+    """The content words of each gold answer sentence with at least 3 of them."""
+    out = []
+    for q in claim.gold_questions:
+        for a in q.answers or ():
+            if a.answer_type != "Unanswerable":
+                out += [w for s in _SENTENCE_END.split(a.answer.strip()) if len(w := _content_words(s)) >= 3]
+    return out
+
+
+def found_shares(claims: dict[int, Claim], evidence: dict, words: int) -> dict[str, float | int]:
+    """The share of gold sentences found in each reading, over the claims of ``evidence``."""
+    found, total, n = [0, 0, 0], 0, 0
+    for i, ev in sorted(evidence.items()):
+        gold = gold_sentences(claims[i])
+        if not gold:
+            continue
+        x = from_queries(claims[i].text, ev.queries)
+        texts = (" ".join(p.answer for p in x.pairs), " ".join(_cut(p.answer, words) for p in x.pairs),
+                 " ".join(focused(p.answer, p.question, x.claim, words) for p in x.pairs))
+        for k, text in enumerate(texts):
+            have = _content_words(text)
+            found[k] += sum(1 for g in gold if len(g & have) >= FOUND_SHARE * len(g))
+        total, n = total + len(gold), n + 1
+    return {"claims": n, "gold_sentences": total, **{r: round(f / max(total, 1), 3) for r, f in zip(READINGS, found)}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--claims", type=Path, required=True, help="the dev claims file (gold answers)")
+    ap.add_argument("--pipeline-run", type=Path, action="append", default=[], help="a finished run directory")
+    ap.add_argument("--retrieved-dev", type=Path, help="a `verdict-model evidence` file of dev claims")
+    ap.add_argument("--answer-words", type=int, default=48)
+    ap.add_argument("--label", default="verdict_focus_contain")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    claims = read_claims(args.claims)
+    by_index = {c.index: c for c in claims}
+    folds = {f"pipeline {r.parent.name}": read_run_evidence(r, claims, args.claims) for r in args.pipeline_run}
+    if args.retrieved_dev:
+        folds[f"retrieved {args.retrieved_dev.name}"] = read_evidence(args.retrieved_dev)
+    rows = {name: found_shares(by_index, ev, args.answer_words) for name, ev in folds.items()}
+    lines = [f"# Gold answer sentences the trained verdict reads ({args.answer_words}-word answers)", "",
+             f"Load: {uptime()}. A gold sentence is found when {FOUND_SHARE:.0%} of its content words occur "
+             "in the text read.", "",
+             "| evidence | claims | gold sentences | " + " | ".join(READINGS) + " |", "|---" * (3 + len(READINGS)) + "|"]
+    lines += [f"| {name} | {r['claims']} | {r['gold_sentences']} | " + " | ".join(f"{r[k]:.3f}" for k in READINGS) + " |"
+              for name, r in rows.items()]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{args.label}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (args.out / f"{args.label}.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
