@@ -393,6 +393,30 @@ def test_evidence_build_searches_with_the_queries_it_is_given(train_evidence: tu
         assert any(q.snippets for q in ev.queries)
 
 
+def test_evidence_set_changes_the_retrieval_settings(train_evidence: tuple[Path, Path], tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``--set retrieval.…`` retrieves with the changed setting: a similarity threshold no snippet
+    reaches keeps none; a setting of another stage is one line, and no file is written."""
+    from sanctuary_local.verdict_model.evidence import read_evidence
+
+    claims, default = train_evidence
+    out = tmp_path / "strict.jsonl"
+    rc = main(["verdict-model", "evidence", str(claims), "--store", str(REPO / "examples" / "store"),
+               "--out", str(out), "--set", "retrieval.retriever.similarity_threshold=0.999"])
+    assert rc in (0, None)
+    strict, loose = read_evidence(out), read_evidence(default)
+    assert sorted(strict) == sorted(loose)
+    assert sum(len(q.snippets) for ev in loose.values() for q in ev.queries) > 0
+    assert sum(len(q.snippets) for ev in strict.values() for q in ev.queries) == 0
+    capsys.readouterr()
+    bad = tmp_path / "bad.jsonl"
+    rc = main(["verdict-model", "evidence", str(claims), "--store", str(REPO / "examples" / "store"),
+               "--out", str(bad), "--set", "hyde.max_questions=3"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "only retrieval.* settings" in err[0], err
+    assert not bad.exists()
+
+
 def test_evidence_build_resumes_and_drops_a_torn_line(train_evidence: tuple[Path, Path], tmp_path: Path) -> None:
     claims, path = train_evidence
     lines = path.read_bytes().splitlines(keepends=True)

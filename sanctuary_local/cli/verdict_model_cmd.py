@@ -184,16 +184,23 @@ def evidence(
     seed: int = typer.Option(0, "--seed", help="Seed of the sample's order.", rich_help_panel="Inputs"),
     profile: str = typer.Option("cpu", "--profile", help="Whose stage-2 settings to retrieve with.",
                                 rich_help_panel="Models and profile"),
+    set_: list[str] = typer.Option([], "--set", help="Override a retrieval setting (repeatable), as in `run`, "
+                                   "e.g. retrieval.retriever.similarity_threshold=0.2.", rich_help_panel="Models and profile"),
     workers: int = typer.Option(1, "--workers", min=1, help="Retrieval processes.", rich_help_panel="Performance"),
 ) -> None:
     """Retrieve stage-2 evidence for training claims, to train on what stage 3 reads.
 
-    The claims' gold questions are the queries; rerun the same command to resume."""
+    The claims' gold questions are the queries; rerun the same command (the same --profile and
+    --set) to resume."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+    from sanctuary_local.cli.run_cmd import parse_overrides
     from sanctuary_local.verdict_model.evidence import build
     from sanctuary_local.verdict_model.train import read_training_claims
 
+    overrides = parse_overrides(set_)
+    if set(overrides) - {"retrieval"}:
+        raise UserError(f"--set: only retrieval.* settings change what `evidence` retrieves, got {', '.join(set_)}")
     all_claims, _ = read_training_claims(claims)
     if indices:
         a, b = _range(indices)
@@ -201,7 +208,7 @@ def evidence(
     with Progress(TextColumn("retrieving"), BarColumn(), TextColumn("{task.completed}/{task.total} claims"),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=console) as bar:
         task = bar.add_task("evidence", total=None)
-        n = build(all_claims, store, out, profile=profile, limit=limit, seed=seed, workers=workers,
+        n = build(all_claims, store, out, profile=profile, overrides=overrides or None, limit=limit, seed=seed, workers=workers,
                   progress=lambda done, total: bar.update(task, completed=done, total=total))
     console.print(f"{escape(str(out))}: evidence for {n} claims", highlight=False)
 

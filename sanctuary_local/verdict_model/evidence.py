@@ -27,6 +27,7 @@ import os
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -135,19 +136,21 @@ def _drop_torn_tail(path: Path) -> None:
             fh.truncate(data.rfind(b"\n") + 1)
 
 
-def build(claims: Sequence[Claim], store: Path, out: Path, *, profile: str = "cpu", limit: int | None = None,
-          seed: int = 0, workers: int = 1, progress: Callable[[int, int], None] | None = None,
+def build(claims: Sequence[Claim], store: Path, out: Path, *, profile: str = "cpu",
+          overrides: dict[str, Any] | None = None, limit: int | None = None, seed: int = 0, workers: int = 1,
+          progress: Callable[[int, int], None] | None = None,
           queries: Callable[[Claim], tuple[Query, ...]] = gold_question_queries) -> int:
     """Retrieve evidence for (a seeded sample of) ``claims`` from ``store`` into ``out``,
     skipping the claims already there; returns the number of claims in ``out``. ``queries``
-    makes each claim's stage-2 queries (default: its gold questions)."""
+    makes each claim's stage-2 queries (default: its gold questions); ``overrides`` change the
+    profile's settings, as ``run --set`` does."""
     from sanctuary_local.config.settings import load_config
     from sanctuary_local.io.store import KnowledgeStore
     from sanctuary_local.stages.evidence import run_retrieval
 
     if not store.is_dir() and not store.is_file():
         raise UserError(f"{store}: no such knowledge store")
-    cfg = load_config(profile).retrieval
+    cfg = load_config(profile, overrides).retrieval
     cfg.index_cache = ""  # the training store is read once; no BM25 cache beside it
     done = read_evidence(out)
     todo = [c for c in sample_order(claims, limit, seed) if c.index not in done]
