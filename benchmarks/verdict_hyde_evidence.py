@@ -49,7 +49,14 @@ def build_main(argv: list[str]) -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--limit", type=int, default=483)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--set", dest="set_", action="append", default=[], metavar="KEY=VALUE",
+                    help="a retrieval setting, as `verdict-model evidence --set` (repeatable)")
     args = ap.parse_args(argv)
+    from sanctuary_local.cli.run_cmd import parse_overrides
+
+    overrides = parse_overrides(args.set_)
+    if set(overrides) - {"retrieval"}:
+        raise SystemExit(f"error: --set takes retrieval.* settings only, got {', '.join(args.set_)}")
     if not args.claims.is_file():
         raise SystemExit(f"error: not a file: {args.claims}")
     claims, _ = read_training_claims(args.claims)
@@ -58,8 +65,8 @@ def build_main(argv: list[str]) -> None:
     def progress(done: int, total: int) -> None:
         print(f"\r{done}/{total} claims, {time.time() - t0:.0f} s", end="", file=sys.stderr, flush=True)
 
-    n = build(claims, args.store, args.out, limit=args.limit, seed=args.seed, progress=progress,
-              queries=claim_as_answer)
+    n = build(claims, args.store, args.out, overrides=overrides or None, limit=args.limit, seed=args.seed,
+              progress=progress, queries=claim_as_answer)
     print(f"\n{args.out}: evidence for {n} claims", file=sys.stderr)
 
 
