@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shlex
 import sys
 from pathlib import Path
@@ -45,9 +44,8 @@ sys.path.insert(0, str(REPO))
 from sanctuary_local.io.claims import read_claims  # noqa: E402
 from sanctuary_local.records import Claim  # noqa: E402
 from sanctuary_local.verdict_model.evidence import read_evidence, read_run_evidence  # noqa: E402
-from sanctuary_local.verdict_model.inputs import _content_words, _cut, focused, from_queries  # noqa: E402
+from sanctuary_local.verdict_model.inputs import _SENTENCE_END, _content_words, _cut, focused, from_queries  # noqa: E402
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 #: A gold sentence is found when this share of its content words occurs in the text read.
 FOUND_SHARE = 0.8
 READINGS = ("full snippets", "first words (shipped)", "focused words (--answer-focus)", "every snippet kept")

@@ -28,6 +28,7 @@ from typing import Any
 
 import verdict_tfidf_sweep as sweep
 
+from sanctuary_local.errors import UserError  # noqa: E402
 from sanctuary_local.records import Claim, Query  # noqa: E402
 from sanctuary_local.verdict_model.base import TrainSettings  # noqa: E402
 from sanctuary_local.verdict_model.evidence import build, inputs_from_evidence  # noqa: E402
@@ -54,9 +55,6 @@ def build_main(argv: list[str]) -> None:
     args = ap.parse_args(argv)
     from sanctuary_local.cli.run_cmd import parse_overrides
 
-    overrides = parse_overrides(args.set_)
-    if set(overrides) - {"retrieval"}:
-        raise SystemExit(f"error: --set takes retrieval.* settings only, got {', '.join(args.set_)}")
     if not args.claims.is_file():
         raise SystemExit(f"error: not a file: {args.claims}")
     claims, _ = read_training_claims(args.claims)
@@ -65,8 +63,11 @@ def build_main(argv: list[str]) -> None:
     def progress(done: int, total: int) -> None:
         print(f"\r{done}/{total} claims, {time.time() - t0:.0f} s", end="", file=sys.stderr, flush=True)
 
-    n = build(claims, args.store, args.out, overrides=overrides or None, limit=args.limit, seed=args.seed,
-              progress=progress, queries=claim_as_answer)
+    try:
+        n = build(claims, args.store, args.out, overrides=parse_overrides(args.set_), limit=args.limit, seed=args.seed,
+                  progress=progress, queries=claim_as_answer)
+    except UserError as e:
+        raise SystemExit(f"error: {e}") from None
     print(f"\n{args.out}: evidence for {n} claims", file=sys.stderr)
 
 

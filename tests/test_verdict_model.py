@@ -412,8 +412,14 @@ def test_evidence_set_changes_the_retrieval_settings(train_evidence: tuple[Path,
     bad = tmp_path / "bad.jsonl"
     rc = main(["verdict-model", "evidence", str(claims), "--store", str(REPO / "examples" / "store"),
                "--out", str(bad), "--set", "hyde.max_questions=3"])
-    err = capsys.readouterr().err.strip().splitlines()
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "only retrieval.* settings" in err[0], err
+    assert captured.out == "", "no progress bar before the error line"
+    assert not bad.exists()
+    rc = main(["verdict-model", "evidence", str(claims), "--store", str(tmp_path / "no-store"), "--out", str(bad)])
+    captured = capsys.readouterr()
+    assert rc == 2 and "no such knowledge store" in captured.err and captured.out == ""
     assert not bad.exists()
 
 

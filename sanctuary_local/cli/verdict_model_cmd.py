@@ -198,18 +198,24 @@ def evidence(
     from sanctuary_local.verdict_model.evidence import build
     from sanctuary_local.verdict_model.train import read_training_claims
 
-    overrides = parse_overrides(set_)
-    if set(overrides) - {"retrieval"}:
-        raise UserError(f"--set: only retrieval.* settings change what `evidence` retrieves, got {', '.join(set_)}")
     all_claims, _ = read_training_claims(claims)
     if indices:
         a, b = _range(indices)
         all_claims = [c for c in all_claims if a <= c.index < b]
-    with Progress(TextColumn("retrieving"), BarColumn(), TextColumn("{task.completed}/{task.total} claims"),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=console) as bar:
-        task = bar.add_task("evidence", total=None)
-        n = build(all_claims, store, out, profile=profile, overrides=overrides or None, limit=limit, seed=seed, workers=workers,
-                  progress=lambda done, total: bar.update(task, completed=done, total=total))
+    bar = Progress(TextColumn("retrieving"), BarColumn(), TextColumn("{task.completed}/{task.total} claims"),
+                   TimeElapsedColumn(), TimeRemainingColumn(), console=console)
+    task = bar.add_task("evidence", total=None)
+
+    def progress(done: int, total: int) -> None:
+        bar.start()  # once the inputs are read, so that a bad store or --set shows its error line alone
+        bar.update(task, completed=done, total=total)
+
+    try:
+        n = build(all_claims, store, out, profile=profile, overrides=parse_overrides(set_), limit=limit, seed=seed,
+                  workers=workers, progress=progress)
+    finally:
+        if bar.live.is_started:
+            bar.stop()
     console.print(f"{escape(str(out))}: evidence for {n} claims", highlight=False)
 
 

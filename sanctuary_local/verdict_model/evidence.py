@@ -143,11 +143,14 @@ def build(claims: Sequence[Claim], store: Path, out: Path, *, profile: str = "cp
     """Retrieve evidence for (a seeded sample of) ``claims`` from ``store`` into ``out``,
     skipping the claims already there; returns the number of claims in ``out``. ``queries``
     makes each claim's stage-2 queries (default: its gold questions); ``overrides`` change the
-    profile's settings, as ``run --set`` does."""
+    profile's ``retrieval`` settings, as ``run --set`` does (another section is an error)."""
     from sanctuary_local.config.settings import load_config
     from sanctuary_local.io.store import KnowledgeStore
     from sanctuary_local.stages.evidence import run_retrieval
 
+    if set(overrides or {}) - {"retrieval"}:
+        raise UserError(f"--set: only retrieval.* settings change what stage 2 retrieves, got "
+                        f"{', '.join(sorted(set(overrides or {}) - {'retrieval'}))}.*")
     if not store.is_dir() and not store.is_file():
         raise UserError(f"{store}: no such knowledge store")
     cfg = load_config(profile, overrides).retrieval

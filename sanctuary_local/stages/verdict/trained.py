@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-
 from sanctuary_local.records import LABELS
 from sanctuary_local.stages.verdict.draft import KEPT_PLACES, Context, Draft, LabelScores
 from sanctuary_local.verdict_model.decision import decide
