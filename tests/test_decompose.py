@@ -12,6 +12,7 @@ import pytest
 
 from sanctuary_local.config.settings import DecomposeConfig, load_config
 from sanctuary_local.errors import UserError
+from sanctuary_local.prompts import fixed_head, load_prompt
 from sanctuary_local.llm.base import ChatRequest, ChatResult
 from sanctuary_local.records import (
     CONFLICTING, NEE, REFUTED, SUPPORTED, Chunk, Claim, ClaimEvidence, Decomposition, EvidenceSnippet, HydeResult, Query,
@@ -90,6 +91,9 @@ def test_run_decompose_adds_what_the_check_finds_missing() -> None:
     assert {"decompose_added:1", "components:3"} <= set(d.flags)
     assert d.generation.prompt_tokens == 300 and len(backend.requests) == 3  # split + 2 checks
     assert "Part 3: The Satan shoes contain real human blood." in backend.requests[2][0].messages[0].content
+    split = backend.requests[0][0]  # its prompt's head is kept evaluated by llama.cpp (cache_prefix)
+    assert split.cache_prefix == fixed_head(load_prompt(CFG.prompt)) and len(split.cache_prefix) > 500
+    assert split.messages[0].content.startswith(split.cache_prefix)
     assert Decomposition.from_dict(json.loads(json.dumps(d.to_dict()))) == d
     # a claim that falls back is never checked
     backend = Scripted("nothing useful")
@@ -133,6 +137,10 @@ def test_stage3_uses_the_parts_prompt_and_the_and_of_the_parts() -> None:
     prompt = backend.requests[0][0].messages[0].content
     assert "Part 2: The shoes contain human blood." in prompt and "Parts:" in prompt
     assert "Part 1:" not in backend.requests[0][1].messages[0].content  # the whole claim: the usual prompt
+    # each request names its own template's head, which llama.cpp keeps evaluated (cache_prefix);
+    # the parts prompt shares verdict.txt's instructions and examples, so the two heads are one
+    assert [r.cache_prefix for r in backend.requests[0]] == [fixed_head(load_prompt(t)) for t in (parts.prompt, cfg.prompt)]
+    assert backend.requests[0][0].cache_prefix.endswith("Claim: ")
     assert p.label == REFUTED and "components_and_overrode" in p.flags
     assert p.meta["components"] == {"parts": [{"text": parts.components[0], "label": SUPPORTED},
                                               {"text": parts.components[1], "label": REFUTED}],

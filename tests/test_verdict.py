@@ -183,3 +183,23 @@ def test_sampling_stop_strings_are_validated_and_the_short_prompt_renders():
         assert short.count(slot) == full.count(slot) == 1
     assert [short.count(f"Label: {lab}\n") for lab in ("Supported", "Refuted", "Not Enough Evidence")] == [1, 1, 1]
     assert len(short) < len(full) * 0.6
+
+
+@pytest.mark.parametrize("settings", [{}, {"prompt": "verdict_short.txt"}, {"citations": True}])
+def test_the_request_names_its_fixed_head_for_the_kv_cache(settings):
+    # Every claim's verdict prompt starts with the template's text before its first
+    # placeholder (instructions and worked examples); the request names it so that llama.cpp
+    # keeps its KV state in memory and on disk (llm.prefix_cache), as stage 1's does.
+    from dataclasses import replace
+
+    from sanctuary_local.prompts import fixed_head, load_prompt
+
+    cfg = VerdictConfig(**settings)
+    template = load_prompt(cfg.citations_prompt if cfg.citations else cfg.prompt)
+    reqs = [build_verdict_request(c, HYDE, evidence(), cfg, ScriptedBackend([]))[0]
+            for c in (CLAIM, replace(CLAIM, text="The sun is cold."))]
+    head = fixed_head(template)
+    assert len(head) > 1000 and head.endswith("Claim: ") and "{{" not in head
+    for req in reqs:
+        assert req.cache_prefix == head and req.messages[-1].content.startswith(head)
+    assert reqs[0].messages[-1].content != reqs[1].messages[-1].content

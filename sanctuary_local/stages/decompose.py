@@ -28,7 +28,7 @@ from typing import Any
 
 from sanctuary_local.config.settings import DecomposeConfig
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, LLMBackend
-from sanctuary_local.prompts import load_prompt, prompt_hash, render
+from sanctuary_local.prompts import fixed_head, load_prompt, prompt_hash, render
 from sanctuary_local.records import (
     CONFLICTING, NEE, REFUTED, SUPPORTED, Claim, Decomposition, Generation, HydeResult, Query,
 )
@@ -133,13 +133,17 @@ def format_components(parts: Sequence[str]) -> str:
 
 
 def _request(claim: Claim, cfg: DecomposeConfig) -> ChatRequest:
-    text = render(load_prompt(cfg.prompt), **claim_fields(claim), n=str(cfg.max_components))
-    return ChatRequest(messages=(ChatMessage("user", text),), sampling=cfg.sampling, tag=f"decompose:{claim.index}")
+    template = load_prompt(cfg.prompt)
+    text = render(template, **claim_fields(claim), n=str(cfg.max_components))
+    return ChatRequest(messages=(ChatMessage("user", text),), sampling=cfg.sampling, tag=f"decompose:{claim.index}",
+                       cache_prefix=fixed_head(template))
 
 
 def _check_request(claim: Claim, parts: Sequence[str], cfg: DecomposeConfig) -> ChatRequest:
-    text = render(load_prompt(cfg.check_prompt), claim=claim.text.strip(), parts=format_components(parts))
-    return ChatRequest(messages=(ChatMessage("user", text),), sampling=cfg.sampling, tag=f"decompose_check:{claim.index}")
+    template = load_prompt(cfg.check_prompt)
+    text = render(template, claim=claim.text.strip(), parts=format_components(parts))
+    return ChatRequest(messages=(ChatMessage("user", text),), sampling=cfg.sampling,
+                       tag=f"decompose_check:{claim.index}", cache_prefix=fixed_head(template))
 
 
 def _gen(results: Sequence[ChatResult]) -> Generation:

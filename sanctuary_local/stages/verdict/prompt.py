@@ -4,7 +4,9 @@ The prompt (instructions, claim + metadata, every question with its fenced snipp
 ``evidence_view.format_evidence``) must leave room for the answer: ``max_model_len`` less
 the tokens the reasoning may take (``answer_tokens``). When it is too long the lowest-scored
 snippets are dropped first — never the instructions, the claim or a question — and the
-dropped snippets are carried as data (``Draft.dropped``) and shown as trimmed.
+dropped snippets are carried as data (``Draft.dropped``) and shown as trimmed. Each request
+names the template's text before its first placeholder (``ChatRequest.cache_prefix``), which
+llama.cpp keeps evaluated in memory and on disk (``llm.prefix_cache``).
 
 Before that, ``guard_flagged`` (the first step of every mode) applies ``verdict.flagged``
 to the snippets ``evidence_view`` flags as instruction-like (issue 27): their redacted copy
@@ -21,7 +23,7 @@ import logging
 
 from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, LLMBackend
-from sanctuary_local.prompts import load_prompt, render
+from sanctuary_local.prompts import fixed_head, load_prompt, render
 from sanctuary_local.records import Claim, ClaimEvidence
 from sanctuary_local.stages.evidence_view import drop_order, format_evidence, guarded, neutralize
 from sanctuary_local.stages.hyde import claim_fields
@@ -111,7 +113,8 @@ def build_prompts(drafts: list[Draft], ctx: Context) -> list[Draft]:
             log.error("claim %s: cannot build the verdict prompt: %s", d.claim.index, exc)
             out.append(dataclasses.replace(d, notes=(f"prompt build failed: {type(exc).__name__}: {exc}",)))
             continue
-        req = ChatRequest(messages=msgs, sampling=cfg.sampling, json_schema=None, tag=f"verdict:{d.claim.index}")
+        req = ChatRequest(messages=msgs, sampling=cfg.sampling, json_schema=None, tag=f"verdict:{d.claim.index}",
+                          cache_prefix=fixed_head(load_prompt(template_of(cfg, d.parts))))
         flags = ("verdict_trimmed",) if notes else ()
         out.append(dataclasses.replace(d, request=req, dropped=dropped, notes=tuple(notes), flags=(*d.flags, *flags)))
     return out
