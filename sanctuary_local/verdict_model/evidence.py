@@ -148,9 +148,9 @@ def build(claims: Sequence[Claim], store: Path, out: Path, *, profile: str = "cp
     from sanctuary_local.io.store import KnowledgeStore
     from sanctuary_local.stages.evidence import run_retrieval
 
-    if set(overrides or {}) - {"retrieval"}:
-        raise UserError(f"--set: only retrieval.* settings change what stage 2 retrieves, got "
-                        f"{', '.join(sorted(set(overrides or {}) - {'retrieval'}))}.*")
+    other = sorted(set(overrides or {}) - {"retrieval"})
+    if other:
+        raise UserError(f"--set: only retrieval.* settings change what stage 2 retrieves, got {', '.join(other)}.*")
     if not store.is_dir() and not store.is_file():
         raise UserError(f"{store}: no such knowledge store")
     cfg = load_config(profile, overrides).retrieval
