@@ -63,7 +63,7 @@ class LLMConfig:
     prefix_cache: bool = True
     """llama.cpp: keep the KV cache of a stage prompt's fixed head (instructions, example)
     on disk in $SANCTUARY_CACHE/prefix_kv, so a new process skips evaluating it (~10 s of
-    stage 1's first claim on 2 cores, ~9 s of a paper-mode verdict's on the 0.5B;
+    stage 1's first claim on 2 cores, 9-13 s of a paper-mode verdict's on the 0.5B;
     llm/prefix_cache.py). Same results either way."""
     base_url: str | None = None
     """openai_http: server base URL, e.g. http://127.0.0.1:8000/v1."""
