@@ -79,7 +79,8 @@ def surrogate_store(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
 
 @pytest.fixture(scope="session")
 def reference_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One uninterrupted run of the test profile (``tests/data/tiny_cpu.toml``) on examples/,
+    """One uninterrupted run of the test profile with the trained verdict
+    (``tests/data/tiny_cpu_trained.toml``) on examples/,
     every non-loopback socket blocked, made once per session (``shared_runs.py``):
     test_pipeline_e2e reads it, and the citations, follow-up, reuse and corrupted-store
     tests start from its finished stages with ``--reuse-from`` where their inputs are the

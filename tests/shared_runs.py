@@ -14,10 +14,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-#: cpu-fast (Qwen2.5-Coder-0.5B on llama.cpp, MiniLM) with short generations.
+#: cpu-fast (Qwen2.5-Coder-0.5B on llama.cpp, MiniLM) with short generations and the LLM verdict
+#: (the paper's path, ``verdict_short.txt``).
 TINY = str(ROOT / "tests" / "data" / "tiny_cpu.toml")
+#: ``TINY``'s stages 1-2 with cpu-fast's own stage 3, the packaged trained verdict (no LLM): the
+#: reference run's profile and the real-model orchestration and fault tests'.
+TINY_TRAINED = str(ROOT / "tests" / "data" / "tiny_cpu_trained.toml")
 N_EXAMPLES = len(orjson.loads((EXAMPLES / "claims.json").read_bytes()))
-#: ``TINY``'s stage-1 and retrieval settings and its verdict prompt, as overrides of cpu-fast:
+#: ``TINY``'s (and ``TINY_TRAINED``'s) stage-1 and retrieval settings, as overrides of cpu-fast:
 #: tests that start from the reference run with their own stage-3 settings merge their
 #: ``verdict`` section into this (stages 1-2 are then the reference run's and are copied).
 TINY_SECTIONS = {"hyde": {"max_questions": 5, "sampling": {"max_tokens": 160}},
@@ -43,7 +47,7 @@ def block_non_loopback(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 
 
 def make_reference_run(out: Path) -> Path:
-    """One uninterrupted in-process run of ``TINY`` on examples/ into ``out``, with every
+    """One uninterrupted in-process run of ``TINY_TRAINED`` on examples/ into ``out``, with every
     non-loopback socket blocked; asserts it reached no network and did every claim."""
     from sanctuary_local.pipeline import RunOptions, run_pipeline
 
@@ -51,7 +55,7 @@ def make_reference_run(out: Path) -> Path:
     attempts = block_non_loopback(mp)
     try:
         summary = run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=out,
-                                          profile=TINY, workers=1, quiet=True))
+                                          profile=TINY_TRAINED, workers=1, quiet=True))
     finally:
         mp.undo()
     assert attempts == [], f"the pipeline tried to reach the network: {attempts}"

@@ -1,5 +1,5 @@
-"""Crash-proof runs, with the real CPU models (``tests/data/tiny_cpu.toml``) and a
-2-process retrieval pool, each run a ``sanctuary-local run`` subprocess in its own session:
+"""Crash-proof runs, with the real CPU models (``tests/data/tiny_cpu_trained.toml``: the
+0.5B for stage 1, MiniLM, the packaged trained verdict) and a 2-process retrieval pool, each run a ``sanctuary-local run`` subprocess in its own session:
 
 * chaos: SIGKILL the run at seeded random points (at least ``KILLS`` times), resuming
   each time, until it finishes; after every kill no process of the run may be left
@@ -40,7 +40,7 @@ RUN_FILES = [STAGE_FILES[s] for s in ("hyde", "retrieval", "verdict")]
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-PROFILE = os.environ.get("SANCTUARY_TEST_PROFILE", str(ROOT / "tests" / "data" / "tiny_cpu.toml"))
+PROFILE = os.environ.get("SANCTUARY_TEST_PROFILE", str(ROOT / "tests" / "data" / "tiny_cpu_trained.toml"))
 N = len(orjson.loads((EXAMPLES / "claims.json").read_bytes()))
 KILLS = int(os.environ.get("SANCTUARY_CHAOS_KILLS", "10"))
 SEED = int(os.environ.get("SANCTUARY_CHAOS_SEED", "16"))
@@ -66,6 +66,7 @@ def _exe() -> list[str]:
 
 #: Less work per claim than the test profile (2 questions, 2 snippets each, short
 #: generations): what is tested is stopping and resuming, and every restart reloads models.
+#: (``verdict.sampling`` counts only with an LLM verdict, e.g. SANCTUARY_TEST_PROFILE=tests/data/tiny_cpu.toml.)
 LIGHT = ["--set", "hyde.min_questions=1", "--set", "hyde.max_questions=2", "--set", "hyde.sampling.max_tokens=96",
          "--set", "retrieval.max_snippets=2", "--set", "verdict.sampling.max_tokens=48"]
 

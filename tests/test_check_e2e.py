@@ -1,6 +1,7 @@
 """End to end (issue 28): `index` then `check "claim" --corpus` on examples/corpus with the
-real CPU models (tests/data/tiny_cpu.toml: Qwen2.5-Coder-0.5B via llama.cpp, MiniLM, real
-BM25 and FAISS), every non-loopback socket blocked. One run; asserts the printed verdict
+real CPU models (tests/data/tiny_cpu_trained.toml: Qwen2.5-Coder-0.5B via llama.cpp for
+stage 1, MiniLM, real BM25 and FAISS, and the packaged trained verdict that `check`'s default
+profile uses), every non-loopback socket blocked. One run; asserts the printed verdict
 and sources, the provenance of every snippet (the span holds the snippet, in the file
 itself for text and Markdown) and the cited HTML report. Never answer quality."""
 
@@ -14,7 +15,7 @@ import pytest
 from sanctuary_local.cli import main
 from sanctuary_local.corpus.index import CorpusIndex
 from sanctuary_local.records import LABELS
-from shared_runs import TINY, block_non_loopback
+from shared_runs import TINY_TRAINED, block_non_loopback
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "examples" / "corpus"
@@ -28,7 +29,7 @@ def test_index_then_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
     assert main(["index", str(CORPUS), "--out", str(ix), "--quiet"]) == 0
     capsys.readouterr()
     code = main(["check", "Water boils at 70 degrees Celsius on the summit of Mount Everest.", "--corpus", str(ix),
-                 "--date", "2024-05-01", "--profile", TINY, "--out", str(out), "--report", str(page)])
+                 "--date", "2024-05-01", "--profile", TINY_TRAINED, "--out", str(out), "--report", str(page)])
     printed = capsys.readouterr().out
     assert attempts == [], f"check tried to reach the network: {attempts}"
     assert code in (0, 3), printed

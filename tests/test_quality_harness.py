@@ -163,9 +163,9 @@ def test_corpus_run_reuses_stage_one_of_a_store_run(harness, surrogate_store, de
     from shared_runs import block_non_loopback
 
     attempts = block_non_loopback(monkeypatch)
-    tiny = str(REPO / "tests" / "data" / "tiny_cpu.toml")
+    tiny = str(REPO / "tests" / "data" / "tiny_cpu_trained.toml")
     build_index(surrogate_store, tmp_path / "ix")
-    # stage 3 as the tiny profile runs it (this test is about retrieval)
+    # stage 3 is the trained verdict, no LLM (this test is about retrieval)
     common = ["--claims", str(dev_claims_path), "--indices", "3:4", "--profile", tiny, "--work", str(tmp_path / "w"),
               "--out", str(tmp_path / "res"), "--workers", "1", "--no-oracle", "--quiet"]
     assert harness.main([*common, "--label", "store"]) == 0

@@ -34,6 +34,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 TINY = str(ROOT / "tests" / "data" / "tiny_cpu.toml")
+TINY_TRAINED = str(ROOT / "tests" / "data" / "tiny_cpu_trained.toml")
 N = 4  # the example claims
 FILES = [STAGE_FILES[s] for s in ("hyde", "retrieval", "verdict")]
 fake = _load_benchmark("fake_llm")
@@ -91,8 +92,9 @@ def use_fake(monkeypatch: pytest.MonkeyPatch, **kw: object) -> None:
 
 
 def run(out: Path, engine: str, **kw: object) -> object:
-    return run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=out, profile=TINY,
-                                   workers=kw.pop("workers", 2), quiet=True, engine=engine, **kw))  # type: ignore[arg-type]
+    return run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=out,
+                                   profile=kw.pop("profile", TINY), workers=kw.pop("workers", 2), quiet=True,  # type: ignore[arg-type]
+                                   engine=engine, **kw))  # type: ignore[arg-type]
 
 
 def records(out: Path, n: int = N) -> dict[str, dict[int, dict]]:
@@ -159,12 +161,14 @@ def test_same_records_as_local_engine(cluster: None, tmp_path: Path, monkeypatch
 @pytest.mark.slow
 @pytest.mark.soak
 def test_real_model_same_records(cluster: None, tmp_path: Path) -> None:
-    """The real cpu-fast model (llama.cpp, Qwen2.5-Coder-0.5B) at temperature 0 on 2 of the
-    demo's example claims: the same records, labels, evidence and spans on both engines (the
-    other two only lengthened CI, each a full real-model claim on both engines)."""
+    """The real cpu-fast models (llama.cpp, Qwen2.5-Coder-0.5B at temperature 0 for stage 1,
+    MiniLM, the packaged trained verdict: ``TINY_TRAINED``) on 2 of the demo's example claims:
+    the same records, labels, evidence and spans on both engines (the other two only
+    lengthened CI, each a full real-model claim on both engines). The LLM verdict's requests
+    on Ray, their failover and actor restarts are the stand-in tests' above."""
     cold = {"hyde": {"sampling": {"temperature": 0.0}}}
-    local = run(tmp_path / "local", "local", workers=1, overrides=cold, claims_range="0:2")
-    on_ray = run(tmp_path / "ray", "ray", overrides=cold, claims_range="0:2")
+    local = run(tmp_path / "local", "local", workers=1, overrides=cold, claims_range="0:2", profile=TINY_TRAINED)
+    on_ray = run(tmp_path / "ray", "ray", overrides=cold, claims_range="0:2", profile=TINY_TRAINED)
     a, b = records(tmp_path / "ray", 2), records(tmp_path / "local", 2)
     assert not list(_differences(a, b)), list(_differences(a, b))
     assert [(p.label, [(e.url, e.start, e.end) for e in p.evidence]) for p in on_ray.predictions] == \

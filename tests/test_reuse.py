@@ -144,7 +144,8 @@ def test_records_are_copied_per_claim_only_on_top_of_the_same_source(tmp_path: P
 
 
 # ----------------------------------------------------------- end to end, real model
-#: tests/data/tiny_cpu.toml's stage-1 settings, so the session's reference run is the base.
+#: tests/data/tiny_cpu.toml's stage-1 settings (tiny_cpu_trained.toml's too), so the session's
+#: reference run is the base.
 OVERRIDES = {**TINY_SECTIONS, "verdict": {"prompt": TINY_VERDICT_PROMPT, "sampling": {"max_tokens": 160}}}
 
 
@@ -154,8 +155,8 @@ def _lines(path: Path) -> dict[int, dict]:
 
 @pytest.mark.slow
 def test_reuse_end_to_end_on_the_real_model(tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    """The base is the session's reference run (conftest.py: tests/data/tiny_cpu.toml on the
-    4 examples, made once and read by other modules too); the what-if runs take claim 1 alone."""
+    """The base is the session's reference run (conftest.py: tests/data/tiny_cpu_trained.toml on
+    the 4 examples, made once and read by other modules too); the what-if runs take claim 1 alone."""
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install '.[cpu]')")
     from sanctuary_local.io.leaderboard import check_official_rows
     from sanctuary_local.io.predictions import MAX_EVIDENCE

@@ -22,7 +22,7 @@ import orjson
 import pytest
 
 from sanctuary_local.records import LABELS
-from serve_support import EVIL, KEEP_SNIPPETS, TINY, Server, build_index
+from serve_support import EVIL, KEEP_SNIPPETS, TINY_TRAINED, Server, build_index
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -167,15 +167,16 @@ class _Running:
 
 @pytest.mark.slow
 def test_real_model_check_in_the_browser(browser: Any, tmp_path: Path, repo_dir: Path) -> None:
-    """The `cpu-fast` model (Qwen2.5-Coder-0.5B) on one example claim, end to end: with the
-    test profile's short generations (tests/data/tiny_cpu.toml, based on cpu-fast) unless
+    """The `cpu-fast` models (Qwen2.5-Coder-0.5B for stage 1, the trained verdict) on one
+    example claim, end to end: with the test profile's short generations
+    (tests/data/tiny_cpu_trained.toml, based on cpu-fast) unless
     ``SERVE_PROFILE`` names another; with ``SERVE_URL`` against a server already running
     (docs/serve.png: `serve --profile cpu-fast`, its models loaded once for the session)."""
     if url := os.environ.get("SERVE_URL"):
         server: Any = _Running(url)
     else:
         index = build_index(repo_dir / "examples" / "corpus", tmp_path / "index")
-        server = Server(index, tmp_path / "data", profile=os.environ.get("SERVE_PROFILE") or TINY, real_model=True)
+        server = Server(index, tmp_path / "data", profile=os.environ.get("SERVE_PROFILE") or TINY_TRAINED, real_model=True)
     try:
         if not url:
             server.wait_ready(timeout=900)
