@@ -174,6 +174,28 @@ def test_a_setting_added_later_keeps_older_runs_identities_at_its_neutral_value(
     assert config_identity(cfg) != base and changed["verdict"] != base_prompts["verdict"] and changed["hyde"] == base_prompts["hyde"]
 
 
+def test_vllm_enforce_eager_is_an_engine_argument_and_part_of_a_run_identity_only_when_on() -> None:
+    # enforce_eager (2026-11-28, CI's vLLM test) came after runs were made: off, an older
+    # run's config (without the key) has the same identity and vLLM gets no such argument;
+    # on, vLLM runs without torch.compile (other numerics), so the identity changes.
+    from pathlib import Path
+
+    from sanctuary_local.llm.vllm_backend import engine_kwargs
+    from sanctuary_local.run.fingerprint import result_settings
+
+    cfg = load_config("paper")
+    older = cfg.to_dict()
+    for section in ("hyde", "verdict"):  # the sections with an llm of their own
+        del older[section]["llm"]["enforce_eager"]
+    assert result_settings(cfg.to_dict()) == result_settings(older)
+    assert "enforce_eager" not in engine_kwargs(cfg.hyde.llm, Path("m"))
+    base = config_identity(cfg)
+    cfg = load_config("paper", {"hyde": {"llm": {"enforce_eager": True}}})
+    assert engine_kwargs(cfg.hyde.llm, Path("m"))["enforce_eager"] is True
+    assert "enforce_eager" not in engine_kwargs(cfg.verdict.llm, Path("m"))
+    assert config_identity(cfg) != base
+
+
 def test_the_retired_verdict_modes_settings_are_refused_but_older_runs_still_read() -> None:
     # "scored" and "stance" were retired with their settings: naming one in a profile or --set is
     # an error that says so; a run's config.json from before them reads without them.

@@ -56,6 +56,10 @@ class LLMConfig:
     """vLLM's share of GPU memory."""
     enable_prefix_caching: bool = True
     """Reuse the KV cache of the shared few-shot prefix (vLLM)."""
+    enforce_eager: bool = False
+    """vLLM: run the model eagerly, without torch.compile (and, on a GPU, CUDA graphs): an
+    engine that starts much sooner and generates more slowly. CI's vLLM test sets it
+    (docs/gpu.md); the profiles leave it off."""
     n_threads: int | None = None
     """llama.cpp CPU threads (None: every core this process may run on)."""
     n_batch: int = 512

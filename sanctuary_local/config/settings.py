@@ -26,7 +26,7 @@ PROFILE_NAMES = ("cpu", "cpu-fast", "cpu-gemma", "paper")
 #: Settings added after runs were made, left out of every identity (run fingerprint, prompt
 #: hashes) at the value that reproduces those runs, so the runs still resume and
 #: ``--reuse-from`` still copies them.
-NEUTRAL_DEFAULTS: dict[str, Any] = {"repetition_penalty": 1.0}
+NEUTRAL_DEFAULTS: dict[str, Any] = {"repetition_penalty": 1.0, "enforce_eager": False}
 
 #: Stage-3 modes retired with the settings below (docs/verdicts.md, "Retired modes"): on
 #: held-out claims both labelled worse than always answering Refuted.

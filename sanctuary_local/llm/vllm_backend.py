@@ -91,6 +91,8 @@ def engine_kwargs(cfg: LLMConfig, path: Path) -> dict[str, Any]:
     }
     if cfg.quantization:
         kwargs["quantization"] = cfg.quantization
+    if cfg.enforce_eager:
+        kwargs["enforce_eager"] = True
     return kwargs
 
 
