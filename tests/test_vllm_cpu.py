@@ -5,8 +5,8 @@ path (a short reasoning whose ``Label:`` line is read, or asked for once more).
 
 Marked ``vllm``; skipped unless ``vllm`` imports and the prepared model folder exists.
 ``make test-vllm`` (run by ``.ci/run``) builds ``.venv-vllm``, prepares the folder with
-``sanctuary-local models prep-vllm`` and runs this file there (~4.5-8 minutes on 2 cores,
-~150 s of it two engine loads). Structure is asserted, not answer quality; the measured
+``sanctuary-local models prep-vllm`` and runs this file there (~5 minutes on 2 cores; the
+engines run eagerly, see below). Structure is asserted, not answer quality; the measured
 tokens/s are printed (``-s``) and written to the run's ``timings.json``."""
 
 from __future__ import annotations
@@ -49,8 +49,11 @@ def test_vllm_cpu_pipeline_end_to_end(tmp_path: Path) -> None:
     # Stage 3 on the paper's path with a short reasoning: the short prompt (one example per
     # label) and at most 4 snippets per question, as in the llama.cpp tests' profile (issue 29):
     # the prompt's prefill is most of this test's time.
-    paper = {"retrieval": {"max_snippets": 4},
-             "verdict": {"mode": "paper", "prompt": "verdict_short.txt", "sampling": {"max_tokens": 48}}}
+    # Both engines run eagerly (``enforce_eager``): no torch.compile, an engine up in ~15 s instead
+    # of ~2 min of compiling and warming up, each (docs/gpu.md, 2026-11-28); the profile compiles.
+    eager = {"llm": {"enforce_eager": True}}
+    paper = {"retrieval": {"max_snippets": 4}, "hyde": eager,
+             "verdict": {"mode": "paper", "prompt": "verdict_short.txt", "sampling": {"max_tokens": 48}, **eager}}
     summary = run_pipeline(RunOptions(claims=EXAMPLES / "claims.json", store=EXAMPLES / "store", out=tmp_path,
                                       profile=str(PROFILE), models_dir=str(REPO / "models"), quiet=True, overlap=False,
                                       overrides=paper, claims_range=CLAIMS))
@@ -80,7 +83,9 @@ def test_vllm_cpu_pipeline_end_to_end(tmp_path: Path) -> None:
         for e in (e for e in p["evidence"] if e["url"]):
             assert docs[e["doc_position"]].text[e["start"] : e["end"]] == e["scraped_text"]
 
-    # Two engines: one loaded for stage 1, closed, a new one loaded for stage 3.
+    # Two engines: one loaded for stage 1, closed, a new one loaded for stage 3, each eager.
+    engines = [ln for ln in (tmp_path / "run.log").read_text("utf-8").splitlines() if "vLLM engine:" in ln]
+    assert len(engines) == 2 and all("enforce_eager=True" in ln for ln in engines), engines
     stages = orjson.loads((tmp_path / "timings.json").read_bytes())["stages"]
     for name in ("hyde", "verdict"):
         assert stages[name]["load_s"] > 0 and stages[name]["tokens_out"] > 0
