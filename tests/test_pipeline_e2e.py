@@ -5,7 +5,7 @@ Qwen2.5-Coder-0.5B-Instruct (llama.cpp) for stage 1, all-MiniLM-L6-v2 for retrie
 BM25 and FAISS, and cpu-fast's own stage 3, the packaged trained verdict. Asserts
 structure, provenance, resume and failure isolation — never answer quality. The LLM verdict
 (the paper's path) has its own real-model tests: test_llm_e2e, test_citations_e2e,
-test_decompose_e2e, test_followup_e2e. The uninterrupted run the tests compare with is ``reference_run`` (conftest.py:
+test_decompose_e2e, test_openai_fleet. The uninterrupted run the tests compare with is ``reference_run`` (conftest.py:
 one per session, every non-loopback socket blocked; other modules reuse its stages)."""
 
 from __future__ import annotations
