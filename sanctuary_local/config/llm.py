@@ -58,8 +58,9 @@ class LLMConfig:
     """Reuse the KV cache of the shared few-shot prefix (vLLM)."""
     enforce_eager: bool = False
     """vLLM: run the model eagerly, without torch.compile (and, on a GPU, CUDA graphs): an
-    engine that starts much sooner and generates more slowly. CI's vLLM test sets it
-    (docs/gpu.md); the profiles leave it off."""
+    engine that starts in seconds instead of minutes on a CPU. It generated as fast as the
+    compiled engine at CI's test size on 2 cores; large batches and GPUs were not measured
+    (docs/gpu.md). CI's vLLM test sets it; the profiles leave it off."""
     n_threads: int | None = None
     """llama.cpp CPU threads (None: every core this process may run on)."""
     n_batch: int = 512
