@@ -368,3 +368,18 @@ def test_models_are_identified_by_content_not_by_path(tmp_path: Path) -> None:
     assert model_identities(cfg(a), cache)["verdict_llm"] != model_identities(cfg(b), cache)["verdict_llm"]
     server = load_config("cpu-fast", {"verdict": {"llm": {"backend": "openai_http", "model": "qwen"}}})
     assert model_identities(server, cache)["verdict_llm"] == "server:qwen"
+
+
+def test_every_switch_takes_true_or_false_only(tmp_path: Path) -> None:
+    # --set parses values as TOML, so "yes" or "True" arrive as strings, which are truthy: every
+    # bool setting refuses anything but true/false, naming the key and where it came from.
+    for overrides, key in (({"hyde": {"llm": {"enforce_eager": "yes"}}}, "hyde.llm.enforce_eager"),
+                           ({"verdict": {"llm": {"prefix_cache": 1}}}, "verdict.llm.prefix_cache"),
+                           ({"retrieval": {"sts": {"trust_remote_code": "True"}}}, "retrieval.sts.trust_remote_code")):
+        with pytest.raises(UserError, match=rf"^overrides\.[a-z.]+: {key} must be true or false, got "):
+            load_config("cpu-fast", overrides)
+    profile = tmp_path / "p.toml"
+    profile.write_text('base = "cpu-fast"\n[hyde.llm]\nenable_prefix_caching = 1\n', encoding="utf-8")
+    with pytest.raises(UserError, match=r"p\.toml\.hyde\.llm: hyde\.llm\.enable_prefix_caching must be true or false, got 1"):
+        load_config(str(profile))
+    assert load_config("cpu-fast", {"hyde": {"llm": {"enforce_eager": True}}}).hyde.llm.enforce_eager is True

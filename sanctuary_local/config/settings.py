@@ -273,6 +273,9 @@ def _merge(obj: Any, data: dict[str, Any], where: str, path: str = "", saved: bo
             if not isinstance(value, dict):
                 raise UserError(f"{where}: '{key}' must be a table/section, got {type(value).__name__}")
             _merge(current, value, f"{where}.{key}", f"{dotted}.", saved)
+        elif known[key].type == "bool" and not isinstance(value, bool):
+            # --set parses values as TOML: "True" or "yes" would arrive as a (truthy) string.
+            raise UserError(f"{where}: {dotted} must be true or false, got {value!r}")
         else:
             setattr(obj, key, value)
 
@@ -333,13 +336,9 @@ def validate(cfg: Config) -> None:
         *((isinstance(pen, (int, float)) and not isinstance(pen, bool) and 0 < pen <= 10,
            f"{where}.sampling.repetition_penalty must be a number in (0, 10] (1.0: off), got {pen!r}")
           for where, pen in (("hyde", cfg.hyde.sampling.repetition_penalty), ("verdict", cfg.verdict.sampling.repetition_penalty))),
-        # --set parses values as TOML: "True" or "yes" would arrive as a (truthy) string.
-        (isinstance(cfg.verdict.citations, bool), "verdict.citations must be true or false"),
-        (isinstance(cfg.followup.enabled, bool), "followup.enabled must be true or false"),
         (cfg.followup.max_questions >= 1, "followup.max_questions must be >= 1"),
         (cfg.followup.min_gaps >= 1, "followup.min_gaps must be >= 1"),
         (cfg.followup.found_chars >= 0, "followup.found_chars must be >= 0"),
-        (isinstance(cfg.decompose.enabled, bool), "decompose.enabled must be true or false"),
         (1 <= cfg.decompose.max_components <= 10, "decompose.max_components must be in [1, 10]"),
         (cfg.decompose.check_rounds >= 0, "decompose.check_rounds must be >= 0"),
         (not (cfg.decompose.enabled and cfg.verdict.citations),
