@@ -17,7 +17,6 @@ import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "tests" / "data" / "tiny_cpu.toml")
-TINY_TRAINED = str(ROOT / "tests" / "data" / "tiny_cpu_trained.toml")
 STUB = ROOT / "tests" / "serve_stub.py"
 #: Keep every retrieved snippet (the stub's one question is far from any page): the pages get evidence.
 KEEP_SNIPPETS = ("--set", "retrieval.retriever.similarity_threshold=0")

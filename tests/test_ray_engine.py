@@ -28,13 +28,13 @@ from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.run.stage_files import STAGE_FILES
 
 from conftest import _load_benchmark
+from shared_runs import TINY_TRAINED
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 TINY = str(ROOT / "tests" / "data" / "tiny_cpu.toml")
-TINY_TRAINED = str(ROOT / "tests" / "data" / "tiny_cpu_trained.toml")
 N = 4  # the example claims
 FILES = [STAGE_FILES[s] for s in ("hyde", "retrieval", "verdict")]
 fake = _load_benchmark("fake_llm")

@@ -22,7 +22,8 @@ import orjson
 import pytest
 
 from sanctuary_local.records import LABELS
-from serve_support import EVIL, KEEP_SNIPPETS, TINY_TRAINED, Server, build_index
+from serve_support import EVIL, KEEP_SNIPPETS, Server, build_index
+from shared_runs import TINY_TRAINED
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
