@@ -55,6 +55,8 @@ def train(
     gold: bool = typer.Option(True, "--gold/--no-gold", help="Train on the claims' gold evidence (--no-gold: "
                               "on --evidence alone).", rich_help_panel="Inputs"),
     threads: int = typer.Option(2, "--threads", min=1, help="Torch threads.", rich_help_panel="Performance"),
+    device: str = typer.Option("cpu", "--device", help="Encoder: train on cpu or cuda (a GPU box; the model "
+                               "still reads on CPU).", rich_help_panel="Performance"),
 
     max_length: int = typer.Option(256, "--max-length", min=32, help="Encoder: tokens read per claim.", rich_help_panel="Advanced"),
     learning_rate: float = typer.Option(5e-5, "--learning-rate", help="Encoder: AdamW learning rate.", rich_help_panel="Advanced"),
@@ -77,6 +79,10 @@ def train(
         raise UserError(f"--class-weight must be 'balanced' or 'none' (got '{class_weight}')")
     if eval_indices and eval_claims is None:
         raise UserError("--eval-indices needs --eval-claims")
+    if device not in ("cpu", "cuda"):
+        raise UserError(f"--device must be 'cpu' or 'cuda' (got '{device}')")
+    if device == "cuda" and base == "tfidf":
+        raise UserError("--device cuda is for an encoder --base; the TF-IDF model trains on CPU in seconds")
     evals = [EvalRange(eval_claims, *_range(s)) for s in eval_indices]
     if eval_claims is not None and not eval_indices:
         from sanctuary_local.io.claims import read_claims
@@ -84,7 +90,7 @@ def train(
         evals = [EvalRange(eval_claims, 0, len(read_claims(eval_claims)))]
     settings = TrainSettings(base=base, epochs=epochs, seed=seed, max_length=max_length, learning_rate=learning_rate,
                              class_weight=class_weight, threads=threads, c=c, answer_words=answer_words,
-                             answer_focus=answer_focus)
+                             answer_focus=answer_focus, device=device)
     command = command_line()
     bar = Progress(TextColumn("training"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
                    TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), TimeRemainingColumn(),

@@ -46,6 +46,9 @@ class TrainSettings:
     """TF-IDF only: the logistic regression's inverse regularisation strength."""
     threads: int = 2
     """Torch threads (the 2 cores of the reference machine)."""
+    device: str = "cpu"
+    """Encoder only: where it trains, "cpu" or "cuda" (a GPU box). The weights are saved
+    as on CPU and the model reads on CPU either way; float results differ between the two."""
 
 
 class VerdictModel(Protocol):

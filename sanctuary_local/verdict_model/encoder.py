@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from sanctuary_local.errors import MissingDependency
+from sanctuary_local.errors import MissingDependency, UserError
 from sanctuary_local.records import LABELS
 from sanctuary_local.verdict_model.base import Progress, TrainSettings, class_weights
 from sanctuary_local.verdict_model.inputs import VerdictInput, render_evidence
@@ -42,8 +42,30 @@ def _torch() -> Any:
 
 
 def _encode(tokenizer: Any, xs: Sequence[VerdictInput], max_length: int, answer_words: int, focus: bool) -> Any:
-    return tokenizer([" ".join(x.claim.split()) for x in xs], [render_evidence(x, answer_words, focus=focus) for x in xs],
-                     truncation="only_second", max_length=max_length, padding=True, return_tensors="pt")
+    """Claim and evidence as one pair, cut to ``max_length`` tokens by cutting the evidence; a
+    batch holding a claim too long to leave room for any evidence cuts claim and evidence alike
+    instead (cutting the evidence alone cannot fit it, and the tokenizer would raise)."""
+    claims = [" ".join(x.claim.split()) for x in xs]
+    longest = max((len(ids) for ids in tokenizer(claims, add_special_tokens=False)["input_ids"]), default=0)
+    how = "only_second" if longest < max_length - 3 else "longest_first"
+    return tokenizer(claims, [render_evidence(x, answer_words, focus=focus) for x in xs],
+                     truncation=how, max_length=max_length, padding=True, return_tensors="pt")
+
+
+def _device(torch: Any, name: str) -> Any:
+    """The torch device to train on; "cuda" without a CUDA device is a one-line error."""
+    if name == "cpu":
+        return torch.device("cpu")
+    if name != "cuda":
+        raise UserError(f"--device must be 'cpu' or 'cuda' (got '{name}')")
+    if not torch.cuda.is_available():
+        raise UserError(f"--device cuda: this torch ({torch.__version__}) sees no CUDA device; "
+                        "train with --device cpu, or on a GPU box with a CUDA build of torch")
+    return torch.device("cuda")
+
+
+def _device_name(torch: Any, device: Any) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
 def _seed(torch: Any, seed: int) -> None:
@@ -59,12 +81,14 @@ def train_encoder(xs: Sequence[VerdictInput], s: TrainSettings, base_dir: Path, 
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
 
     torch.set_num_threads(s.threads)
+    device = _device(torch, s.device)
     _seed(torch, s.seed)
     tokenizer = AutoTokenizer.from_pretrained(base_dir)
     model = AutoModelForSequenceClassification.from_pretrained(
-        base_dir, num_labels=len(LABELS), id2label=dict(enumerate(LABELS)), label2id={v: i for i, v in enumerate(LABELS)})
-    y = torch.tensor([LABELS.index(x.label) for x in xs])
-    weights = torch.tensor(class_weights([x.label for x in xs], s.class_weight), dtype=torch.float32)
+        base_dir, num_labels=len(LABELS), id2label=dict(enumerate(LABELS)), label2id={v: i for i, v in enumerate(LABELS)},
+        torch_dtype=torch.float32).to(device)
+    y = torch.tensor([LABELS.index(x.label) for x in xs], device=device)
+    weights = torch.tensor(class_weights([x.label for x in xs], s.class_weight), dtype=torch.float32, device=device)
     loss_fn = torch.nn.CrossEntropyLoss(weight=weights)
     steps_per_epoch = (len(xs) + s.batch_size - 1) // s.batch_size
     total = steps_per_epoch * s.epochs
@@ -76,8 +100,8 @@ def train_encoder(xs: Sequence[VerdictInput], s: TrainSettings, base_dir: Path, 
         order = rng.permutation(len(xs))
         for b in range(steps_per_epoch):
             idx = order[b * s.batch_size:(b + 1) * s.batch_size]
-            batch = _encode(tokenizer, [xs[i] for i in idx], s.max_length, s.answer_words, s.answer_focus)
-            loss = loss_fn(model(**batch).logits, y[idx])
+            batch = _encode(tokenizer, [xs[i] for i in idx], s.max_length, s.answer_words, s.answer_focus).to(device)
+            loss = loss_fn(model(**batch).logits, y[torch.as_tensor(idx, device=device)])
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
@@ -88,11 +112,11 @@ def train_encoder(xs: Sequence[VerdictInput], s: TrainSettings, base_dir: Path, 
             if progress is not None:
                 progress(step, total, losses[-1])
     model.eval()
-    model.half().save_pretrained(out, safe_serialization=True)
+    model.to("cpu").half().save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     k = max(1, steps_per_epoch // 2)
     return {"steps": total, "loss_first": float(np.mean(losses[:k])), "loss_last": float(np.mean(losses[-k:])),
-            "max_length": s.max_length}
+            "max_length": s.max_length, "device": _device_name(torch, device)}
 
 
 class EncoderModel:
