@@ -14,7 +14,7 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.io.claims import parse_claims_range
 
 console = Console()
-DEFAULT_MODEL = "packaged:verdict-tfidf-hyde"
+DEFAULT_MODEL = "packaged:verdict-tfidf-hyde2000"
 
 
 def _range(spec: str) -> tuple[int, int]:
