@@ -54,6 +54,12 @@ def test_cuda_without_a_cuda_device_is_one_line_and_no_model(tmp_path: Path) -> 
         pytest.skip("this machine has CUDA")
     proc = _train_cli(tmp_path, "--base", str(SHIPPED_ENCODER), "--device", "cuda", "--max-length", "32")
     _one_error_line(proc, tmp_path, "sees no CUDA device")
+    # asked before the training file is read: a broken file still gets the CUDA line
+    (tmp_path / "broken.json").write_text("[1, 2")
+    proc = subprocess.run([sys.executable, "-m", "sanctuary_local.cli", "verdict-model", "train", "broken.json",
+                           "--out", str(tmp_path / "model"), "--base", str(SHIPPED_ENCODER), "--device", "cuda"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    _one_error_line(proc, tmp_path, "sees no CUDA device")
 
 
 def test_the_card_records_the_cpu_device(tmp_path: Path) -> None:

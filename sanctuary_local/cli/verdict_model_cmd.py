@@ -83,6 +83,10 @@ def train(
         raise UserError(f"--device must be 'cpu' or 'cuda' (got '{device}')")
     if device == "cuda" and base == "tfidf":
         raise UserError("--device cuda is for an encoder --base; the TF-IDF model trains on CPU in seconds")
+    if device == "cuda":
+        from sanctuary_local.verdict_model.encoder import training_device
+
+        training_device(device)  # no CUDA device: one line now, before the training files are read
     evals = [EvalRange(eval_claims, *_range(s)) for s in eval_indices]
     if eval_claims is not None and not eval_indices:
         from sanctuary_local.io.claims import read_claims

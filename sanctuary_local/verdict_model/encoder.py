@@ -52,8 +52,13 @@ def _encode(tokenizer: Any, xs: Sequence[VerdictInput], max_length: int, answer_
                      truncation=how, max_length=max_length, padding=True, return_tensors="pt")
 
 
+def training_device(name: str) -> Any:
+    """The torch device to train on; "cuda" without a CUDA device is a one-line error (the CLI
+    asks before it reads any file)."""
+    return _device(_torch(), name)
+
+
 def _device(torch: Any, name: str) -> Any:
-    """The torch device to train on; "cuda" without a CUDA device is a one-line error."""
     if name == "cpu":
         return torch.device("cpu")
     if name != "cuda":
