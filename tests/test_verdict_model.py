@@ -446,10 +446,28 @@ def test_train_on_retrieved_evidence_records_it_in_the_card(train_evidence: tupl
     assert card["train_data"]["claims"] == 24 and card["train_data"]["inputs"] == 28
     (source,) = card["retrieved_evidence"]
     assert source["claims"] == 4 and len(source["sha256"]) == 64
+    assert source["source"] == "verdict-model evidence (gold questions)"
     rc = main(["verdict-model", "train", str(claims), "--out", str(tmp_path / "only"), "--evidence", str(path), "--no-gold"])
     assert rc in (0, None)
     card = json.loads((tmp_path / "only" / "model_card.json").read_text())
     assert card["train_data"]["inputs"] == 4 and card["train_data"]["gold_evidence"] is False
+
+
+def test_card_names_evidence_searched_with_hypothetical_answers(train_evidence: tuple[Path, Path],
+                                                               tmp_path: Path) -> None:
+    """A file whose queries carry a hypothetical answer (``verdict_hyde_evidence.py build``) is
+    recorded as such in the card, not as gold questions alone."""
+    claims, path = train_evidence
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    for rec in lines:
+        for q in rec["evidence"]["queries"]:
+            q["query"]["answers"] = ["the claim, as its hypothetical answer"]
+    hyde = tmp_path / "hyde.jsonl"
+    hyde.write_text("".join(json.dumps(rec) + "\n" for rec in lines))
+    rc = main(["verdict-model", "train", str(claims), "--out", str(tmp_path / "m"), "--evidence", str(hyde)])
+    assert rc in (0, None)
+    (source,) = json.loads((tmp_path / "m" / "model_card.json").read_text())["retrieved_evidence"]
+    assert source["source"].startswith("gold questions with the claim as their hypothetical answer")
 
 
 def test_train_on_a_runs_own_evidence_matches_its_claims_by_text(reference_run: Path, tmp_path: Path) -> None:

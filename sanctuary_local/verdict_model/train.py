@@ -85,7 +85,7 @@ def training_inputs(path: Path) -> tuple[list[Claim], list, list[dict[str, Any]]
 def evidence_inputs(claims: Sequence[Claim], claims_path: Path, evidence: Path) -> tuple[list, dict[str, Any]]:
     """The training claims that have retrieved evidence, as stage 3 reads them, and what the
     model card records of its source: a file of ``verdict-model evidence`` (gold questions as
-    the queries) or a run directory (stage 1's own questions, ``evidence.read_run_evidence``)."""
+    the queries; with a hypothetical answer each when the file's queries carry one) or a run directory (stage 1's own questions, ``evidence.read_run_evidence``)."""
     from sanctuary_local.verdict_model.evidence import (
         inputs_from_evidence, read_evidence, read_run_evidence, run_evidence_file,
     )
@@ -94,7 +94,10 @@ def evidence_inputs(claims: Sequence[Claim], claims_path: Path, evidence: Path) 
         found, kind = read_run_evidence(evidence, claims, claims_path), "run (stage-1 questions)"
         sha = file_sha256(run_evidence_file(evidence))
     elif evidence.is_file():
-        found, kind, sha = read_evidence(evidence), "verdict-model evidence (gold questions)", file_sha256(evidence)
+        found, sha = read_evidence(evidence), file_sha256(evidence)
+        hypothetical = any(q.query.answers for ev in found.values() for q in ev.queries)
+        kind = ("gold questions with the claim as their hypothetical answer (verdict_hyde_evidence.py build)"
+                if hypothetical else "verdict-model evidence (gold questions)")
     else:
         raise UserError(f"{evidence}: no such evidence file or run directory (build one with 'verdict-model evidence')")
     xs = inputs_from_evidence(claims, found)
