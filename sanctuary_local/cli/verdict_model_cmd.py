@@ -79,14 +79,12 @@ def train(
         raise UserError(f"--class-weight must be 'balanced' or 'none' (got '{class_weight}')")
     if eval_indices and eval_claims is None:
         raise UserError("--eval-indices needs --eval-claims")
-    if device not in ("cpu", "cuda"):
-        raise UserError(f"--device must be 'cpu' or 'cuda' (got '{device}')")
     if device == "cuda" and base == "tfidf":
         raise UserError("--device cuda is for an encoder --base; the TF-IDF model trains on CPU in seconds")
-    if device == "cuda":
+    if device != "cpu":
         from sanctuary_local.verdict_model.encoder import training_device
 
-        training_device(device)  # no CUDA device: one line now, before the training files are read
+        training_device(device)  # an unknown name or no CUDA device: one line now, before any file is read
     evals = [EvalRange(eval_claims, *_range(s)) for s in eval_indices]
     if eval_claims is not None and not eval_indices:
         from sanctuary_local.io.claims import read_claims

@@ -46,8 +46,10 @@ def _encode(tokenizer: Any, xs: Sequence[VerdictInput], max_length: int, answer_
     batch holding a claim too long to leave room for any evidence cuts claim and evidence alike
     instead (cutting the evidence alone cannot fit it, and the tokenizer would raise)."""
     claims = [" ".join(x.claim.split()) for x in xs]
-    longest = max((len(ids) for ids in tokenizer(claims, add_special_tokens=False)["input_ids"]), default=0)
-    how = "only_second" if longest < max_length - 3 else "longest_first"
+    how = "only_second"
+    if any(len(c) >= max_length - 3 for c in claims):  # a token covers at least one character: count only then
+        longest = max(len(ids) for ids in tokenizer(claims, add_special_tokens=False)["input_ids"])
+        how = "only_second" if longest < max_length - 3 else "longest_first"
     return tokenizer(claims, [render_evidence(x, answer_words, focus=focus) for x in xs],
                      truncation=how, max_length=max_length, padding=True, return_tensors="pt")
 

@@ -85,7 +85,8 @@ def training_inputs(path: Path) -> tuple[list[Claim], list, list[dict[str, Any]]
 def evidence_inputs(claims: Sequence[Claim], claims_path: Path, evidence: Path) -> tuple[list, dict[str, Any]]:
     """The training claims that have retrieved evidence, as stage 3 reads them, and what the
     model card records of its source: a file of ``verdict-model evidence`` (gold questions as
-    the queries; with a hypothetical answer each when the file's queries carry one) or a run directory (stage 1's own questions, ``evidence.read_run_evidence``)."""
+    the queries; with a hypothetical answer each when the file's queries carry one) or a run
+    directory (stage 1's own questions, ``evidence.read_run_evidence``)."""
     from sanctuary_local.verdict_model.evidence import (
         inputs_from_evidence, read_evidence, read_run_evidence, run_evidence_file,
     )
