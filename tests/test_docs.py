@@ -150,7 +150,7 @@ README_COMMANDS = sanctuary_commands(README.read_text(encoding="utf-8"))
 def test_the_readme_shows_commands() -> None:
     """Guards the parametrised test below: an empty list would make it pass vacuously."""
     subcommands = {args[0] for _, args in README_COMMANDS if args}
-    assert {"run", "index", "check", "eval", "report", "convert"} <= subcommands
+    assert {"run", "index", "check", "eval", "report", "serve"} <= subcommands
 
 
 @pytest.mark.parametrize("line,args", README_COMMANDS, ids=[" ".join((a or ["?"])[:2]) for _, a in README_COMMANDS])
