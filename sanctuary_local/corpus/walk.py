@@ -20,6 +20,7 @@ swapped for a link during the run is not followed either.
 
 from __future__ import annotations
 
+import lzma
 import os
 import zipfile
 import zlib
@@ -36,8 +37,11 @@ from sanctuary_local.io.safe_io import NotRegularFile, open_regular
 
 __all__ = ["Entry", "SourceFile", "WalkProblem", "list_folder", "read_entry", "walk", "MAX_FILE_BYTES"]
 
-#: What reading a damaged, encrypted or unsupported zip member raises.
-_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError, OSError)
+#: What reading a damaged, encrypted or unsupported zip member raises: a corrupt LZMA
+#: stream raises ``LZMAError``, a local header whose name is flagged UTF-8 but is not
+#: raises ``UnicodeDecodeError`` (a ``ValueError``).
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, RuntimeError, NotImplementedError, OSError,
+               ValueError)
 
 
 @dataclass(frozen=True)
@@ -229,7 +233,7 @@ def _members(full: Path, rel: str, limits: Limits, size: int) -> Iterator[Source
         try:
             zf = zipfile.ZipFile(fh)
             infos = sorted(zf.infolist(), key=lambda i: i.filename)
-        except (*_ZIP_ERRORS, ValueError) as exc:
+        except _ZIP_ERRORS as exc:
             yield WalkProblem(rel, "failed", f"broken zip archive ({exc})"[:300])
             return
         with zf:

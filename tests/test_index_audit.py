@@ -1,0 +1,63 @@
+"""`sanctuary-local index` on hostile folders: defects found by a later audit, each made
+as a real file (a real damaged zip); the run must list the bad file and go on."""
+
+from __future__ import annotations
+
+import struct
+import zipfile
+from pathlib import Path
+
+import orjson
+
+from sanctuary_local.cli import main
+from sanctuary_local.corpus.build import REPORT_NAME
+from sanctuary_local.corpus.index import CorpusIndex
+
+
+def _report(out: Path) -> dict:
+    return orjson.loads((out / REPORT_NAME).read_bytes())
+
+
+def _paths(out: Path) -> set[str]:
+    index = CorpusIndex(out)
+    return {index.unit_meta(u)["path"] for u in range(index.n_units)}
+
+
+# ---------------------------------------------------------------- damaged zip members
+def _lzma_zip_with_a_corrupt_member(path: Path) -> None:
+    """``good.txt`` intact, ``bad.txt``'s LZMA stream overwritten in its middle (its
+    local header left as it is, so zipfile opens it and the decompressor fails)."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_LZMA) as zf:
+        zf.writestr("good.txt", "The lighthouse keeper logged the storm. " * 50)
+        zf.writestr("bad.txt", "Some words about the harbour wall. " * 500)
+    data = bytearray(path.read_bytes())
+    start = data.index(b"bad.txt") + len(b"bad.txt") + 40
+    for i in range(start, start + 30):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def _zip_with_a_bad_utf8_local_name(path: Path) -> None:
+    """One member whose local header says "the name is UTF-8" (flag bit 11) but holds a
+    byte that is not UTF-8; the central directory is intact."""
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("a.txt", "Text of a member with a damaged local header. " * 20)
+    data = bytearray(path.read_bytes())
+    assert data[:4] == b"PK\x03\x04"
+    struct.pack_into("<H", data, 6, struct.unpack_from("<H", data, 6)[0] | 0x800)
+    data[30 + 1] = 0x80  # the local name "a.txt" becomes "a\x80txt"
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_zip_member_fails_alone_and_the_run_goes_on(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    _lzma_zip_with_a_corrupt_member(src / "lz.zip")
+    _zip_with_a_bad_utf8_local_name(src / "name.zip")
+    (src / "note.txt").write_text("A plain note about tides.\n")
+    out = tmp_path / "ix"
+    assert main(["index", str(src), "--out", str(out), "--quiet"]) == 0  # was: a traceback, no index
+    assert _paths(out) == {"lz.zip!/good.txt", "note.txt"}
+    failed = {d["path"]: d["reason"] for d in _report(out)["failed"]}
+    assert set(failed) == {"lz.zip!/bad.txt", "name.zip!/a.txt"}
+    assert all(reason.startswith("damaged zip member") for reason in failed.values())
