@@ -61,3 +61,27 @@ def test_a_damaged_zip_member_fails_alone_and_the_run_goes_on(tmp_path: Path) ->
     failed = {d["path"]: d["reason"] for d in _report(out)["failed"]}
     assert set(failed) == {"lz.zip!/bad.txt", "name.zip!/a.txt"}
     assert all(reason.startswith("damaged zip member") for reason in failed.values())
+
+
+# ---------------------------------------------------------------- a rerun with another --max-pdf-pages
+EXAMPLE_PDF = Path(__file__).resolve().parents[1] / "examples" / "corpus" / "boiling-point.pdf"
+
+
+def _pages(out: Path) -> list[int]:
+    index = CorpusIndex(out)
+    return sorted(index.unit_meta(u)["page"] for u in range(index.n_units))
+
+
+def test_a_rerun_with_another_pdf_page_cap_reads_the_pdf_again(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "two-pages.pdf").write_bytes(EXAMPLE_PDF.read_bytes())
+    out = tmp_path / "ix"
+    assert main(["index", str(src), "--out", str(out), "--quiet", "--max-pdf-pages", "1"]) == 0
+    assert _pages(out) == [1] and _report(out)["flagged"] == [{"path": "two-pages.pdf", "flags": ["pdf_pages_capped:1"]}]
+    assert main(["index", str(src), "--out", str(out), "--quiet"]) == 0  # the cap raised: both pages
+    assert _pages(out) == [1, 2] and _report(out)["flagged"] == []  # was: page 1 only, reused, still flagged
+    assert main(["index", str(src), "--out", str(out), "--quiet"]) == 0  # the same cap: reused
+    assert _report(out)["reused"] == 1 and _pages(out) == [1, 2]
+    assert main(["index", str(src), "--out", str(out), "--quiet", "--max-pdf-pages", "1"]) == 0  # lowered again
+    assert _pages(out) == [1] and _report(out)["reused"] == 0

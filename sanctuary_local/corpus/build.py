@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from sanctuary_local.corpus.extract import Extraction, Failed, SourceUnit, Skipped, extract
+from sanctuary_local.corpus.extract import Extraction, Failed, SourceUnit, Skipped, extract, kind_of
 from sanctuary_local.corpus.index import CURRENT, INDEX_FORMAT, CorpusIndex
 from sanctuary_local.corpus.names import json_safe
 from sanctuary_local.corpus.outdir import (REPORT_NAME, IndexLock, check_out, fsync_dir, fsync_tree, generations,
@@ -184,7 +184,8 @@ def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, limi
     report.removed = sum(1 for p in old_files if p not in files)
     report.units, report.segments, report.text_bytes = len(units.rows), counts["segments"], units.t_off
     manifest = {"format": INDEX_FORMAT, "tokeniser": TOKENISER_ID, "segment_tokens": segment_tokens, "k1": k1, "b": b,
-                "root": str(root.resolve()), **counts, "units": len(units.rows), "text_bytes": units.t_off, "files": files}
+                "root": str(root.resolve()), "max_pdf_pages": limits.max_pdf_pages, **counts, "units": len(units.rows),
+                "text_bytes": units.t_off, "files": files}
     atomic_write_bytes(gen / "manifest.json", orjson.dumps(json_safe(manifest), option=orjson.OPT_INDENT_2))
     report.seconds = round(time.perf_counter() - t0, 3)
     # serialised before the switch: a report that cannot be written must not follow a live index
@@ -197,6 +198,13 @@ def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, limi
     _clean_stale(out, name)
     atomic_write_bytes(out / REPORT_NAME, report_bytes)
     return report
+
+
+def _same_extraction(old: Any, path: str, limits: Limits) -> bool:
+    """Whether the live generation extracted ``path`` as this run would: a PDF's pages
+    depend on ``--max-pdf-pages`` (an index made before the manifest recorded it
+    re-extracts its PDFs once)."""
+    return kind_of(path) != ".pdf" or old.manifest.get("max_pdf_pages") == limits.max_pdf_pages
 
 
 def _one_file(item: SourceFile | WalkProblem, old: Any, old_files: dict[str, Any], units: _Units,
@@ -224,7 +232,7 @@ def _one_file(item: SourceFile | WalkProblem, old: Any, old_files: dict[str, Any
         return
     sha = hashlib.sha256(data).hexdigest()
     prev = old_files.get(item.path)
-    if old is not None and prev is not None and prev.get("sha256") == sha:
+    if old is not None and prev is not None and prev.get("sha256") == sha and _same_extraction(old, item.path, limits):
         got = Extraction(tuple(old.source_unit(u) for u in range(*prev["units"])), tuple(prev.get("flags", ())))
         report.reused += 1
     else:
