@@ -3,7 +3,10 @@ as a real file (a real damaged zip); the run must list the bad file and go on.""
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -12,6 +15,8 @@ import orjson
 from sanctuary_local.cli import main
 from sanctuary_local.corpus.build import REPORT_NAME
 from sanctuary_local.corpus.index import CorpusIndex
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _report(out: Path) -> dict:
@@ -64,7 +69,7 @@ def test_a_damaged_zip_member_fails_alone_and_the_run_goes_on(tmp_path: Path) ->
 
 
 # ---------------------------------------------------------------- a rerun with another --max-pdf-pages
-EXAMPLE_PDF = Path(__file__).resolve().parents[1] / "examples" / "corpus" / "boiling-point.pdf"
+EXAMPLE_PDF = ROOT / "examples" / "corpus" / "boiling-point.pdf"
 
 
 def _pages(out: Path) -> list[int]:
@@ -85,3 +90,35 @@ def test_a_rerun_with_another_pdf_page_cap_reads_the_pdf_again(tmp_path: Path) -
     assert _report(out)["reused"] == 1 and _pages(out) == [1, 2]
     assert main(["index", str(src), "--out", str(out), "--quiet", "--max-pdf-pages", "1"]) == 0  # lowered again
     assert _pages(out) == [1] and _report(out)["reused"] == 0
+
+
+# ---------------------------------------------------------------- a library's warning quoting the file
+def _pdf_with_a_string_as_resources(payload: str) -> bytes:
+    """A one-page PDF whose page ``/Resources`` is a text string (UTF-16, so it can hold
+    any character): pypdf warns "Page resources are not a dictionary: <the string>"."""
+    content = b"BT /F1 12 Tf 72 712 Td (Hello) Tj ET"
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources <FEFF%s> >>"
+               % payload.encode("utf-16-be").hex().upper().encode(),
+               b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content)]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+def test_a_library_warning_never_writes_the_files_escape_sequences(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "esc.pdf").write_bytes(_pdf_with_a_string_as_resources("\x1b[2J\x1b]0;owned\x07\nforged: line"))
+    # a real process: under pytest its log capture would take the record before Python's last-resort handler
+    proc = subprocess.run([sys.executable, "-m", "sanctuary_local.cli", "index", str(src), "--out", str(tmp_path / "ix")],
+                          capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr and "\nforged" not in proc.stderr  # were written
+    assert "Page resources are not a dictionary: \\x1b[2J\\x1b]0;owned\\x07\\nforged: line" in proc.stderr

@@ -4,7 +4,10 @@ them), for ``check`` and ``run --corpus`` (see ``sanctuary_local/corpus/``)."""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -53,7 +56,8 @@ def index(
         def tick(done: int, total: int, path: str) -> None:
             bar.update(task, completed=done, total=total, description=_shown(path[-60:]))
 
-        rep = build_index(folder, out, segment_tokens=segment_tokens, limits=limits, progress=tick)
+        with _library_warnings(console):
+            rep = build_index(folder, out, segment_tokens=segment_tokens, limits=limits, progress=tick)
     size = f"{rep.text_bytes / 1e6:.1f} MB" if rep.text_bytes >= 1e6 else f"{rep.text_bytes / 1e3:.1f} kB"
     _say(console, f"index {_shown(str(out))} ({rep.generation}): {rep.indexed} files read, {rep.reused} unchanged, "
                   f"{rep.removed} removed; {rep.units} documents, {rep.segments} segments, {size} of text "
@@ -74,6 +78,28 @@ def _shown(text: str) -> str:
     from sanctuary_local.corpus.names import printable
 
     return escape(printable(text))
+
+
+@contextmanager
+def _library_warnings(console: Console) -> Iterator[None]:
+    """The extractors' log warnings (pypdf's "Page resources are not a dictionary: …" quotes
+    the file's own strings) printed as one escaped line each: without a handler, Python's
+    last-resort handler wrote them to the terminal as they were, escape sequences and
+    newlines of a hostile file included."""
+    class _Escaped(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                _say(console, f"  warning: {_shown(record.name)}: {_shown(record.getMessage())}")
+            except Exception:  # noqa: BLE001 - a message that cannot be formatted is dropped, never fatal
+                self.handleError(record)
+
+    root = logging.getLogger()
+    handler = _Escaped(logging.WARNING)
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
 
 
 def _say(console: Console, line: str) -> None:
