@@ -122,3 +122,20 @@ def test_a_library_warning_never_writes_the_files_escape_sequences(tmp_path: Pat
     assert proc.returncode == 0, proc.stderr
     assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr and "\nforged" not in proc.stderr  # were written
     assert "Page resources are not a dictionary: \\x1b[2J\\x1b]0;owned\\x07\\nforged: line" in proc.stderr
+
+
+# ---------------------------------------------------------------- a name taken in the index folder
+def test_a_link_or_file_named_as_the_next_generation_is_stepped_over(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "note.txt").write_text("A note about the ferry timetable.\n")
+    out, mine = tmp_path / "ix", tmp_path / "mine"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("precious")
+    assert main(["index", str(src), "--out", str(out), "--quiet"]) == 0
+    (out / "gen-000002").symlink_to(mine)  # the names the next runs would have made
+    (out / "gen-000003").write_text("a user's file")
+    assert main(["index", str(src), "--out", str(out), "--quiet"]) == 0  # was: FileExistsError, every rerun
+    assert CorpusIndex(out).generation == "gen-000004" and _paths(out) == {"note.txt"}
+    assert (out / "gen-000002").resolve() == mine.resolve() and (mine / "keep.txt").read_text() == "precious"
+    assert (out / "gen-000003").read_text() == "a user's file"

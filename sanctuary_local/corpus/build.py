@@ -128,7 +128,12 @@ def _clean_stale(out: Path, keep: str | None) -> None:
 
 
 def _next_name(out: Path, live: str | None) -> str:
+    """The generation after ``live``, past any name already taken: a link or a file named
+    ``gen-NNNNNN`` is not ours to remove (``generations``), and making the folder over it
+    failed on every rerun."""
     n = int(live.split("-")[1]) + 1 if live and live.split("-")[-1].isdigit() else 1
+    while os.path.lexists(out / f"gen-{n:06d}"):
+        n += 1
     return f"gen-{n:06d}"
 
 
