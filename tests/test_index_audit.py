@@ -139,3 +139,29 @@ def test_a_link_or_file_named_as_the_next_generation_is_stepped_over(tmp_path: P
     assert CorpusIndex(out).generation == "gen-000004" and _paths(out) == {"note.txt"}
     assert (out / "gen-000002").resolve() == mine.resolve() and (mine / "keep.txt").read_text() == "precious"
     assert (out / "gen-000003").read_text() == "a user's file"
+
+
+# ---------------------------------------------------------------- a write that fails (a full disk)
+_FSIZE_RUN = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+from sanctuary_local.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_write_that_fails_is_one_line_and_the_previous_index_stays(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "small.txt").write_text("A short note about the lock gates.\n")
+    out = tmp_path / "ix"
+    assert main(["index", str(src), "--out", str(out), "--quiet"]) == 0
+    for i in range(3):  # 3 x 120 kB: texts.bin passes the 200 kB limit on files
+        (src / f"big{i}.txt").write_text(f"canal{i} " * 20_000)
+    proc = subprocess.run([sys.executable, "-c", _FSIZE_RUN, "index", str(src), "--out", str(out), "--quiet"],
+                          capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300, text=True)
+    assert proc.returncode == 2, proc.stderr  # was: 1, a traceback
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "the index could not be written: File too large" in proc.stderr
+    assert CorpusIndex(out).generation == "gen-000001" and _paths(out) == {"small.txt"}

@@ -96,9 +96,13 @@ class _Units:
         self.postings.add(len(self.rows) - 1, data.decode("utf-8"))
 
     def abandon(self) -> None:
-        """Close the files of an interrupted build (nothing of it is kept)."""
+        """Close the files of an interrupted build (nothing of it is kept): each one, even
+        when flushing the other fails (a full disk), and without hiding why the build stopped."""
         for fh in (self.texts, self.meta):
-            fh.close()
+            try:
+                fh.close()
+            except OSError:
+                pass
 
     def close(self, gen: Path) -> None:
         for fh in (self.texts, self.meta):
@@ -154,7 +158,12 @@ def build_index(root: Path, out: Path, *, segment_tokens: int = 500, k1: float =
     with IndexLock(out):
         check_out(out, root)  # again, now that no other run can change it
         write_marker(out)
-        return _build(root, out, segment_tokens, k1, b, limits or Limits(), progress)
+        try:
+            return _build(root, out, segment_tokens, k1, b, limits or Limits(), progress)
+        except OSError as exc:  # writing the index (a file that cannot be read is only listed: _one_file)
+            where = f" ({json_safe(str(exc.filename))})" if exc.filename else ""
+            raise UserError(f"{out}: the index could not be written: {exc.strerror or exc}{where}; "
+                            f"the live index, if any, is unchanged") from None
 
 
 def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, limits: Limits,
