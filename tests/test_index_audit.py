@@ -165,3 +165,4 @@ def test_a_write_that_fails_is_one_line_and_the_previous_index_stays(tmp_path: P
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert "the index could not be written: File too large" in proc.stderr
     assert CorpusIndex(out).generation == "gen-000001" and _paths(out) == {"small.txt"}
+    assert sorted(p.name for p in out.glob("gen-*")) == ["gen-000001"]  # the unfinished generation is gone

@@ -161,9 +161,22 @@ def build_index(root: Path, out: Path, *, segment_tokens: int = 500, k1: float =
         try:
             return _build(root, out, segment_tokens, k1, b, limits or Limits(), progress)
         except OSError as exc:  # writing the index (a file that cannot be read is only listed: _one_file)
+            _drop_unfinished(out)
             where = f" ({json_safe(str(exc.filename))})" if exc.filename else ""
             raise UserError(f"{out}: the index could not be written: {exc.strerror or exc}{where}; "
-                            f"the live index, if any, is unchanged") from None
+                            f"the live index, if any, is unchanged and the unfinished one was removed") from None
+
+
+def _drop_unfinished(out: Path) -> None:
+    """Remove the generation a failed write left (on a full disk it holds the space the user
+    needs back), keeping the live one ``CURRENT`` names; called under the lock."""
+    try:
+        live: str | None = (out / CURRENT).read_text(encoding="utf-8").strip() or None
+    except FileNotFoundError:
+        live = None
+    except OSError:
+        return  # which generation is live cannot be told: leave them all for the next run
+    _clean_stale(out, live)
 
 
 def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, limits: Limits,
