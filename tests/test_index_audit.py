@@ -166,3 +166,19 @@ def test_a_write_that_fails_is_one_line_and_the_previous_index_stays(tmp_path: P
     assert "the index could not be written: File too large" in proc.stderr
     assert CorpusIndex(out).generation == "gen-000001" and _paths(out) == {"small.txt"}
     assert sorted(p.name for p in out.glob("gen-*")) == ["gen-000001"]  # the unfinished generation is gone
+
+
+def test_a_loop_of_links_is_named_as_such(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "note.txt").write_text("A note about the harbour wall.\n")
+    (src / "a.txt").symlink_to(src / "b.txt")
+    (src / "b.txt").symlink_to(src / "a.txt")
+    (src / "gone.txt").symlink_to(src / "missing.txt")
+    out = tmp_path / "ix"
+    assert main(["index", str(src), "--out", str(out), "--quiet"]) == 0
+    report = orjson.loads((out / REPORT_NAME).read_bytes())
+    reasons = {p["path"]: p["reason"] for p in report["skipped"]}
+    assert reasons["a.txt"] == reasons["b.txt"] == "broken symbolic link (a loop of symbolic links)"
+    assert reasons["gone.txt"] == "broken symbolic link (its target does not exist)"
+    assert _paths(out) == {"note.txt"}

@@ -20,6 +20,7 @@ swapped for a link during the run is not followed either.
 
 from __future__ import annotations
 
+import errno
 import lzma
 import os
 import zipfile
@@ -177,9 +178,11 @@ def _rel(full: Path, root: Path) -> str:
 
 def _link_target(full: Path, rel: str, real_root: str, follow_links: bool) -> Path | WalkProblem:
     """The real path a file link leads to, or why it is not followed."""
-    target = os.path.realpath(full)
-    if not os.path.exists(target):
-        return WalkProblem(rel, "skipped", "broken symbolic link (its target does not exist)")
+    try:
+        target = os.path.realpath(full, strict=True)
+    except OSError as exc:  # ELOOP: links that lead back to themselves; otherwise the target is missing
+        why = "a loop of symbolic links" if exc.errno == errno.ELOOP else "its target does not exist"
+        return WalkProblem(rel, "skipped", f"broken symbolic link ({why})")
     if os.path.isdir(target):
         return WalkProblem(rel, "skipped", "symbolic link to a folder (not followed)")
     if not follow_links and os.path.commonpath([real_root, target]) != real_root:
