@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.markdown import Markdown
 
-from sanctuary_local.cli.help_panels import ADVANCED, INPUTS, MODELS, OUTPUTS
+from sanctuary_local.cli.help_panels import ADVANCED, INPUTS, MODELS, OUTPUTS, PROFILE_HELP
 from sanctuary_local.errors import UserError
 
 console = Console()
@@ -25,7 +25,7 @@ def bench(
     out: Path = typer.Option(None, "--out", help="Run directory (default: a temporary one).", rich_help_panel=OUTPUTS),
     results_dir: Path = typer.Option(Path("benchmarks/results"), "--results-dir", help="Where bench_<label>.* go.", rich_help_panel=OUTPUTS),
     label: str = typer.Option(None, "--label", help="Result name (default: <profile>_<source>_<N>).", rich_help_panel=OUTPUTS),
-    profile: str = typer.Option("cpu", "--profile", help="cpu | paper | a profile file.", rich_help_panel=MODELS),
+    profile: str = typer.Option("cpu", "--profile", help=PROFILE_HELP, rich_help_panel=MODELS),
     set_: list[str] = typer.Option([], "--set", help="Config override key=value (repeatable), as in `run`.", rich_help_panel=MODELS),
     from_timings: Path = typer.Option(None, "--from-timings", help="Report an existing run's timings.json; no run.", rich_help_panel=ADVANCED),
     compare_: tuple[Path, Path] | None = typer.Option(None, "--compare", help="Print B/A per stage of two bench JSONs (A = before, B = after); with --label also write bench_compare_<label>.{json,md,png} (a before/after chart).", rich_help_panel=ADVANCED),

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import typer
 
-from sanctuary_local.cli.help_panels import INPUTS, MODELS, OUTPUTS
+from sanctuary_local.cli.help_panels import INPUTS, MODELS, OUTPUTS, PROFILE_HELP
 from sanctuary_local.errors import UserError
 
 #: Seconds a first Ctrl-C or SIGTERM leaves the check to reach a stop point before it stops at once.
@@ -37,7 +37,7 @@ def check(
     date: str = typer.Option(None, "--date", help="When the claim was made (YYYY-MM-DD).", rich_help_panel=INPUTS),
     report: Path = typer.Option(None, "--report", help="Also write the cited HTML report of this claim to this file.", rich_help_panel=OUTPUTS),
     out: Path = typer.Option(None, "--out", help="Keep the run's files here (default: a temporary folder, removed).", rich_help_panel=OUTPUTS),
-    profile: str = typer.Option("cpu", "--profile", help="cpu | cpu-fast | paper | a TOML/YAML profile file.", rich_help_panel=MODELS),
+    profile: str = typer.Option("cpu", "--profile", help=PROFILE_HELP, rich_help_panel=MODELS),
     models_dir: str = typer.Option(None, "--models-dir", help="Where fetched models live (default: models/).", rich_help_panel=MODELS),
     set_: list[str] = typer.Option([], "--set", help="Override a config value (repeatable), as in `run`.", rich_help_panel=MODELS),
 ) -> None:

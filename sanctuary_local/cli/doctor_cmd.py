@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from sanctuary_local.cli.help_panels import ADVANCED, MODELS
+from sanctuary_local.cli.help_panels import ADVANCED, MODELS, PROFILE_HELP
 
 STYLE = {"ok": "green", "FAIL": "bold red", "WARN": "yellow", "later": "cyan", "info": "dim"}
 
@@ -20,7 +20,7 @@ def _examples_root() -> Path:
 
 
 def doctor(
-    profile: str = typer.Option("cpu", "--profile", help="cpu | cpu-fast | cpu-gemma | paper | a TOML/YAML profile file.", rich_help_panel=MODELS),
+    profile: str = typer.Option("cpu", "--profile", help=PROFILE_HELP, rich_help_panel=MODELS),
     models_dir: str = typer.Option(None, "--models-dir", help="Where fetched models live (default: the profile's, models/).", rich_help_panel=MODELS),
     set_: list[str] = typer.Option([], "--set", help="Override a config value, as in `run` (repeatable).", rich_help_panel=MODELS),
     rehash: bool = typer.Option(False, "--rehash", help="Re-hash assembled model files even when their verification record matches (~2 s per GB).", rich_help_panel=ADVANCED),

@@ -6,6 +6,8 @@ how fast and where, and the rest."""
 
 from __future__ import annotations
 
+from sanctuary_local.config.settings import PROFILE_NAMES
+
 INPUTS = "Inputs"
 OUTPUTS = "Outputs"
 MODELS = "Models and profile"
@@ -14,3 +16,6 @@ ADVANCED = "Advanced"
 
 #: The five names in the order a command's ``--help`` shows them.
 PANELS = (INPUTS, OUTPUTS, MODELS, PERF, ADVANCED)
+
+#: ``--profile``'s help, the same on every command that takes one.
+PROFILE_HELP = " | ".join(PROFILE_NAMES) + " | a TOML/YAML profile file."

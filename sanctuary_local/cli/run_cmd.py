@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from sanctuary_local.cli.help_panels import ADVANCED, INPUTS, MODELS, OUTPUTS, PERF
+from sanctuary_local.cli.help_panels import ADVANCED, INPUTS, MODELS, OUTPUTS, PERF, PROFILE_HELP
 from sanctuary_local.errors import UserError
 
 
@@ -43,7 +43,7 @@ def run(
     out: Path = typer.Option(..., "--out", help="Output directory (created; rerun the same command to resume).", rich_help_panel=OUTPUTS),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars, no verdicts on the console.", rich_help_panel=OUTPUTS),
     show_config: bool = typer.Option(False, "--show-config", help="Print the effective config (JSON) before the run; it is always saved to --out/config.json.", rich_help_panel=OUTPUTS),
-    profile: str = typer.Option("cpu", "--profile", help="cpu | cpu-fast | cpu-gemma | paper | a TOML/YAML profile file.", rich_help_panel=MODELS),
+    profile: str = typer.Option("cpu", "--profile", help=PROFILE_HELP, rich_help_panel=MODELS),
     set_: list[str] = typer.Option([], "--set", help="Override a config value, e.g. --set verdict.sampling.max_tokens=256 (repeatable).", rich_help_panel=MODELS),
     models_dir: str = typer.Option(None, "--models-dir", help="Where fetched models live (default: models/).", rich_help_panel=MODELS),
     workers: int = typer.Option(None, "--workers", help="Retrieval processes (default: CPU count).", rich_help_panel=PERF),
