@@ -5,6 +5,7 @@ the default claims, the ``a:b`` range of claims a script is given, and the machi
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -28,3 +29,11 @@ def uptime() -> str:
         return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def write_result(out: Path, label: str, meta: dict, result: dict, markdown: str) -> None:
+    """``out/<label>.json`` (the meta, then the result) and ``out/<label>.md``; the markdown is printed."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{label}.json").write_text(json.dumps({"meta": meta, **result}, indent=1) + "\n")
+    (out / f"{label}.md").write_text(markdown)
+    print(markdown)

@@ -29,14 +29,13 @@ Run it on tuning folds only (pipeline dev 0-49 and 100-149), never dev 50-99:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
 import time
 from pathlib import Path
 
-from bench_common import uptime
+from bench_common import uptime, write_result
 from verdict_focus import FOUND_SHARE, gold_sentences
 from verdict_models import DEV, RESULTS, PipelineRun, _cell, _m
 
@@ -138,10 +137,7 @@ def main() -> None:
     r = score(args.model, args.pipeline_run)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load": uptime(), "cpus": os.cpu_count(),
             "command": "python benchmarks/verdict_ceiling.py " + shlex.join(sys.argv[1:])}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.label}.json").write_text(json.dumps({"meta": meta, **r}, indent=1) + "\n")
-    (args.out / f"{args.label}.md").write_text(to_markdown(r, meta))
-    print(to_markdown(r, meta))
+    write_result(args.out, args.label, meta, r, to_markdown(r, meta))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from bench_common import parse_range
+from bench_common import parse_range, write_result
 from verdict_models import DEV, RESULTS, PipelineRun, _cell, _m
 
 from sanctuary_local.io.claims import read_claims
@@ -77,10 +77,7 @@ def main() -> None:
     r = rescore(args.run, (a, b), args.model)
     meta = {"label": args.label, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
             "load": [round(x, 2) for x in os.getloadavg()]}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.label}.json").write_text(json.dumps({"meta": meta, **r}, indent=1) + "\n")
-    (args.out / f"{args.label}.md").write_text(to_markdown(r, meta))
-    print(to_markdown(r, meta))
+    write_result(args.out, args.label, meta, r, to_markdown(r, meta))
 
 
 if __name__ == "__main__":

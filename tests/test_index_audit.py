@@ -16,6 +16,8 @@ from sanctuary_local.cli import main
 from sanctuary_local.corpus.build import REPORT_NAME
 from sanctuary_local.corpus.index import CorpusIndex
 
+from pdf_support import pdf_bytes
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -101,15 +103,7 @@ def _pdf_with_a_string_as_resources(payload: str) -> bytes:
                b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources <FEFF%s> >>"
                % payload.encode("utf-16-be").hex().upper().encode(),
                b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content)]
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
+    return pdf_bytes(objects)
 
 
 def test_a_library_warning_never_writes_the_files_escape_sequences(tmp_path: Path) -> None:

@@ -20,6 +20,8 @@ from sanctuary_local.corpus.build import CURRENT, REPORT_NAME, build_index
 from sanctuary_local.corpus.index import CorpusIndex
 from sanctuary_local.corpus.outdir import MARKER
 
+from pdf_support import pdf_bytes
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "corpus"
 
@@ -369,20 +371,6 @@ def test_a_docx_whose_xml_expands_past_the_cap_is_skipped(tmp_path: Path) -> Non
 
 
 # ---------------------------------------------------------------- PDF page trees
-def _pdf(objects: list[bytes]) -> bytes:
-    """A PDF of ``objects`` (object i + 1 is ``objects[i]``; 1 is the catalog), with a
-    correct cross-reference table."""
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
-
-
 def _content(text: str) -> bytes:
     stream = b"BT /F1 12 Tf 72 700 Td (%s) Tj ET" % text.encode()
     return b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream)
@@ -395,7 +383,7 @@ def _repeated_page_pdf() -> bytes:
     """One page listed 10,000 times: four levels of /Pages, each listing the next ten times (walked
     once each: 4 x 9 repeated references skipped)."""
     kids = lambda n: b"[" + b" ".join(b"%d 0 R" % n for _ in range(10)) + b"]"  # noqa: E731
-    return _pdf([b"<< /Type /Catalog /Pages 2 0 R >>",
+    return pdf_bytes([b"<< /Type /Catalog /Pages 2 0 R >>",
                  b"<< /Type /Pages /Kids %s /Count 10000 %s /MediaBox [0 0 612 792] >>" % (kids(3), _FONT),
                  b"<< /Type /Pages /Kids %s /Count 1000 >>" % kids(4),
                  b"<< /Type /Pages /Kids %s /Count 100 >>" % kids(5),
@@ -408,7 +396,7 @@ def _many_pages_pdf(n: int) -> bytes:
     pages = [b"<< /Type /Page /Parent 2 0 R /Contents %d 0 R >>" % (3 + n + i) for i in range(n)]
     contents = [_content(f"Page number {i + 1} about tides.") for i in range(n)]
     kids = b"[" + b" ".join(b"%d 0 R" % (3 + i) for i in range(n)) + b"]"
-    return _pdf([b"<< /Type /Catalog /Pages 2 0 R >>",
+    return pdf_bytes([b"<< /Type /Catalog /Pages 2 0 R >>",
                  b"<< /Type /Pages /Kids %s /Count %d %s /MediaBox [0 0 612 792] >>" % (kids, n, _FONT),
                  *pages, *contents])
 
