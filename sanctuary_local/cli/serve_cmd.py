@@ -16,7 +16,8 @@ def serve(
     corpus: Path = typer.Option(..., "--corpus", help="A corpus index written by `sanctuary-local index`.",
                                 rich_help_panel=INPUTS),
     data: Path = typer.Option(Path("sanctuary-serve"), "--data",
-                              help="Where checks are kept: history, runs, the queue across restarts.",
+                              help="Where checks are kept: history, runs, the queue across restarts (not inside "
+                                   "the --corpus index).",
                               rich_help_panel=OUTPUTS),
     profile: str = typer.Option("cpu", "--profile", help="cpu | cpu-fast | paper | a TOML/YAML profile file.",
                                 rich_help_panel=MODELS),
@@ -29,12 +30,14 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host",
                              help="Address to listen on; one that is not loopback needs --token.",
                              rich_help_panel=ADVANCED),
-    port: int = typer.Option(8000, "--port", help="Port to listen on (0: any free port).", rich_help_panel=ADVANCED),
+    port: int = typer.Option(8000, "--port", help="Port to listen on, 0..65535 (0: any free port).",
+                             rich_help_panel=ADVANCED),
     token: str = typer.Option(None, "--token", envvar="SANCTUARY_SERVE_TOKEN",
-                              help="Require this token: API bearer token, page login (at least 16 characters).",
+                              help="Require this token: API bearer token, page login (at least 16 printable ASCII "
+                                   "characters).",
                               rich_help_panel=ADVANCED),
-    max_body_kb: int = typer.Option(64, "--max-body-kb", help="Largest request body accepted (HTTP 413 above).",
-                                    rich_help_panel=ADVANCED),
+    max_body_kb: int = typer.Option(64, "--max-body-kb", help="Largest request body accepted, at least 1 (HTTP 413 "
+                                    "above).", rich_help_panel=ADVANCED),
 ) -> None:
     """Serve a local web page and JSON API for checking claims against your own documents.
 

@@ -1,12 +1,14 @@
 """The server: settings, the Starlette app and its lifetime under uvicorn.
 
-``create_app`` wires the store, the queue, the guard and the routes together;
-``run_server`` binds the socket itself (a port in use is a one-line error, port 0 picks a
-free one), prints the address, and serves until SIGTERM or Ctrl-C. Stopping: uvicorn
-stops accepting and gives open requests ``HTTP_GRACE_S``, then the queue asks the check
-in flight to stop at its next stop point and waits ``stop_grace_s`` for it; a check that
-is still generating is left queued on disk (its finished stages are in its stage files)
-and resumes at the next start. The process then exits at once: within 5 s of the signal.
+``check_settings`` refuses bad settings (``--profile``/``--set`` included: the config is
+resolved, no model loaded) before anything is bound or written; ``create_app`` wires the
+store, the queue, the guard and the routes together; ``run_server`` binds the socket
+itself (a port in use is a one-line error, port 0 picks a free one), prints the address,
+and serves until SIGTERM or Ctrl-C. Stopping: uvicorn stops accepting and gives open requests ``HTTP_GRACE_S``, then
+the queue asks the check in flight to stop at its next stop point and waits
+``stop_grace_s`` for it; a check that is still generating is left queued on disk (its
+finished stages are in its stage files) and resumes at the next start. The process then
+exits at once: within 5 s of the signal.
 An ``OrphanGuard`` ends any process a backend started if the server is killed.
 """
 
@@ -60,18 +62,67 @@ class ServeSettings:
 
 
 def check_settings(s: ServeSettings) -> None:
-    """Refuse what must not run: an open server without a token, a folder that is no index."""
-    from sanctuary_local.corpus.index import is_corpus_index
-
+    """Refuse what must not run, before anything is bound or written (one line each, exit 2):
+    an open server without a token, a token that could never match, a port or body cap out
+    of range, a folder that is no index, a ``--data`` inside the index, a ``--profile`` or
+    ``--set`` that does not load (the config is resolved here; no model is loaded)."""
+    if s.token is not None:
+        _check_token(s.token)
     if not is_loopback(s.host) and not s.token:
         raise UserError(f"--host {s.host} is not a loopback address: anyone who can reach it could use the server; "
                         "give --token (or SANCTUARY_SERVE_TOKEN) to require it, or keep the default 127.0.0.1")
-    if s.token is not None and len(s.token) < MIN_TOKEN_CHARS:
-        raise UserError(f"--token must be at least {MIN_TOKEN_CHARS} characters (it guards the server)")
-    if not is_corpus_index(s.corpus):
-        raise UserError(f"{s.corpus}: not a corpus index; build one with `sanctuary-local index DIR --out {s.corpus}`")
+    if not 0 <= s.port <= 65535:
+        raise UserError(f"--port must be in 0..65535 (0: any free port), got {s.port}")
     if s.max_queued < 1:
         raise UserError("--max-queue must be at least 1")
+    if s.max_body < 1024:
+        raise UserError(f"--max-body-kb must be at least 1, got {s.max_body / 1024:g}")
+    if problem := corpus_problem(Path(s.corpus)):
+        raise UserError(problem)
+    if Path(s.data).resolve().is_relative_to(Path(s.corpus).resolve()):
+        raise UserError(f"--data {s.data} is the corpus index {s.corpus} or inside it: the server would write its "
+                        "checks into the index; give a folder outside it (the default: sanctuary-serve)")
+    serve_config(s.profile, s.overrides, s.models_dir)
+
+
+def _check_token(token: str) -> None:
+    """A token a client can send: printable ASCII, no whitespace at either end (a sent token
+    is stripped, and HTTP headers carry no other characters as they were typed)."""
+    if token != token.strip():
+        raise UserError("--token begins or ends with whitespace: a token sent to the server is read without it, "
+                        "so it could never match; remove it")
+    if not (token.isascii() and token.isprintable()):
+        raise UserError("--token must be printable ASCII: other characters do not reach the server "
+                        "as they were typed in an HTTP header, so it could never match")
+    if len(token) < MIN_TOKEN_CHARS:
+        raise UserError(f"--token must be at least {MIN_TOKEN_CHARS} characters (it guards the server)")
+
+
+def corpus_problem(corpus: Path) -> str | None:
+    """Why ``--corpus`` is not a corpus index (a one-line error with what to do), or None."""
+    import shlex
+
+    from sanctuary_local.corpus.index import is_corpus_index
+
+    if is_corpus_index(corpus):
+        return None
+    if not corpus.exists():
+        return f"--corpus {corpus}: the folder does not exist; give the folder `sanctuary-local index` wrote"
+    if not corpus.is_dir():
+        return f"--corpus {corpus}: not a folder; give the folder `sanctuary-local index` wrote"
+    return (f"--corpus {corpus}: not a corpus index; if it holds your documents, index them first: "
+            f"`sanctuary-local index {shlex.quote(str(corpus))} --out my-index`, then `sanctuary-local serve --corpus my-index`")
+
+
+def serve_config(profile: str, overrides: dict[str, Any] | None, models_dir: str | None) -> Any:
+    """The config every check runs with (``--profile``, ``--set``, ``--models-dir``); a
+    profile or override that does not load is a ``UserError``. Loads no model."""
+    from sanctuary_local.config.settings import load_config
+
+    cfg = load_config(profile, overrides)
+    if models_dir:
+        cfg.models_dir = models_dir
+    return cfg
 
 
 def create_app(s: ServeSettings) -> Any:

@@ -1,0 +1,142 @@
+"""`sanctuary-local serve`'s start: every bad setting is a one-line `error:` and exit 2
+before anything is bound or written (a bad --profile or --set, a port out of range, a body
+cap under 1 KB, a token that could never match, a --data inside the index, a --corpus that
+is no index).
+
+Each refusal runs the real CLI in its own process (`tests/serve_stub.py`: the stand-in LLM,
+so a start that is wrongly accepted loads no real model) with a time limit: a server that
+starts instead of refusing fails the test at that limit and is killed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sanctuary_local.errors import UserError
+from sanctuary_local.serve.app import ServeSettings, check_settings
+from serve_support import ROOT, STUB, TINY, build_index, tree
+
+TOKEN = "s3cret-token-for-tests-0123"
+#: A refused start takes a few seconds (imports); a server that starts instead is killed here.
+LIMIT_S = 60
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_index(ROOT / "examples" / "corpus", tmp_path_factory.mktemp("startup") / "index")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "SANCTUARY_SERVE_TOKEN"}
+    return {**env, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **extra}
+
+
+def refused(corpus: Path, data: Path, *args: str) -> str:
+    """Run `serve` with these arguments; assert exit 2 with one `error:` line and no --data; that line."""
+    cmd = [sys.executable, str(STUB), "0", "--corpus", str(corpus), "--data", str(data), "--profile", TINY,
+           "--port", "0", *args]
+    try:
+        done = subprocess.run(cmd, env=_env(), cwd=data.parent, capture_output=True, text=True, timeout=LIMIT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"serve started instead of refusing {args}: {exc.stderr!r}") from None
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert not data.exists(), f"a refused start created {data}: {sorted(p.name for p in data.iterdir())}"
+    return lines[0]
+
+
+def settings(index: Path, tmp_path: Path, **kw: object) -> ServeSettings:
+    return ServeSettings(corpus=index, data=tmp_path / "data", profile=TINY, **kw)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- S1: --profile, --set
+@pytest.mark.parametrize(("args", "says"), [
+    (("--profile", "nosuch"), "profile 'nosuch' is neither a built-in profile"),
+    (("--set", "nosuch.key=1"), "unknown config key 'nosuch'"),
+    (("--set", "retrieval.segment_tokens=-1"), "retrieval.segment_tokens must be > 0"),
+])
+def test_a_profile_or_set_that_does_not_load_is_refused_at_start(index: Path, tmp_path: Path,
+                                                                 args: tuple[str, ...], says: str) -> None:
+    assert says in refused(index, tmp_path / "data", *args)
+
+
+def test_the_config_is_resolved_without_loading_a_model(index: Path, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="neither a built-in profile"):
+        check_settings(ServeSettings(corpus=index, data=tmp_path / "data", profile="nosuch"))
+    check_settings(settings(index, tmp_path, overrides={"retrieval": {"segment_tokens": 64}}))
+    assert not (tmp_path / "data").exists()
+
+
+# ------------------------------------------------------------------- S3: --port range
+@pytest.mark.parametrize("port", ["70000", "65536", "-1"])
+def test_a_port_out_of_range_is_refused(index: Path, tmp_path: Path, port: str) -> None:
+    assert f"--port must be in 0..65535 (0: any free port), got {port}" in refused(index, tmp_path / "data", "--port", port)
+
+
+def test_port_bounds(index: Path, tmp_path: Path) -> None:
+    for port in (0, 65535):
+        check_settings(settings(index, tmp_path, port=port))
+    for port in (-1, 65536, 70000):
+        with pytest.raises(UserError, match="--port must be in 0..65535"):
+            check_settings(settings(index, tmp_path, port=port))
+
+
+# -------------------------------------------------------------------- S4: --max-body-kb
+@pytest.mark.parametrize("kb", ["0", "-1"])
+def test_a_body_cap_under_1_kb_is_refused(index: Path, tmp_path: Path, kb: str) -> None:
+    assert f"--max-body-kb must be at least 1, got {kb}" in refused(index, tmp_path / "data", "--max-body-kb", kb)
+
+
+# ------------------------------------------------------------------------- S5: --token
+@pytest.mark.parametrize("token", [f" {TOKEN}", f"{TOKEN} ", f"{TOKEN}\t"])
+def test_a_token_with_whitespace_at_an_end_is_refused(index: Path, tmp_path: Path, token: str) -> None:
+    assert "--token begins or ends with whitespace" in refused(index, tmp_path / "data", "--token", token)
+
+
+def test_a_token_that_cannot_cross_an_http_header_is_refused(index: Path, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="printable ASCII"):
+        check_settings(settings(index, tmp_path, token="pässwort-0123456789abc"))
+    with pytest.raises(UserError, match="printable ASCII"):
+        check_settings(settings(index, tmp_path, token="token-with\x01control-char"))
+    check_settings(settings(index, tmp_path, token=TOKEN))
+
+
+# ---------------------------------------------------------- S7: --data inside the index
+@pytest.mark.parametrize("inside", [".", "sub", "gen-000001/deeper"])
+def test_data_in_the_index_is_refused(index: Path, tmp_path: Path, inside: str) -> None:
+    before = tree(index)
+    data = (index / inside) if inside != "." else index
+    cmd = [sys.executable, str(STUB), "0", "--corpus", str(index), "--data", str(data), "--profile", TINY, "--port", "0"]
+    try:
+        done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=LIMIT_S)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"serve started with --data {data} inside the index") from None
+    assert done.returncode == 2 and "is the corpus index" in done.stderr and "or inside it" in done.stderr, done.stderr
+    assert tree(index) == before and not (index / "sub").exists()
+
+
+def test_data_next_to_the_index_is_fine(index: Path, tmp_path: Path) -> None:
+    check_settings(ServeSettings(corpus=index, data=index.parent / f"{index.name}-data", profile=TINY))
+    link = tmp_path / "link"
+    link.symlink_to(index)
+    with pytest.raises(UserError, match="or inside it"):  # the same folder by another name
+        check_settings(ServeSettings(corpus=link, data=index / "x", profile=TINY))
+
+
+# -------------------------------------------------- S8: a documents folder, a missing one
+def test_a_documents_folder_gets_the_commands_to_index_it(tmp_path: Path) -> None:
+    docs = ROOT / "examples" / "corpus"
+    line = refused(docs, tmp_path / "data")
+    assert f"`sanctuary-local index {docs} --out my-index`" in line and "`sanctuary-local serve --corpus my-index`" in line
+    assert f"--out {docs}" not in line  # never suggest writing the index into the documents
+
+
+def test_a_missing_corpus_is_said_not_to_exist(tmp_path: Path) -> None:
+    assert "does not exist" in refused(tmp_path / "nowhere", tmp_path / "data")
+    (tmp_path / "file.txt").write_text("x")
+    assert "not a folder" in refused(tmp_path / "file.txt", tmp_path / "data")
