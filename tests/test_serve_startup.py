@@ -1,7 +1,7 @@
 """`sanctuary-local serve`'s start: every bad setting is a one-line `error:` and exit 2
 before anything is bound or written (a bad --profile or --set, a port out of range, a body
-cap under 1 KB, a token that could never match, a --data inside the index, a --corpus that
-is no index).
+cap under 1 KB, a token that could never match, a port in use, a --data inside the index,
+a --corpus that is no index).
 
 Each refusal runs the real CLI in its own process (`tests/serve_stub.py`: the stand-in LLM,
 so a start that is wrongly accepted loads no real model) with a time limit: a server that
@@ -10,6 +10,7 @@ starts instead of refusing fails the test at that limit and is killed."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -104,6 +105,25 @@ def test_a_token_that_cannot_cross_an_http_header_is_refused(index: Path, tmp_pa
     with pytest.raises(UserError, match="printable ASCII"):
         check_settings(settings(index, tmp_path, token="token-with\x01control-char"))
     check_settings(settings(index, tmp_path, token=TOKEN))
+
+
+# ------------------------------------------------------------------ S6: a port in use
+def test_a_port_in_use_leaves_no_data_behind(index: Path, tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        assert "Address already in use" in refused(index, tmp_path / "data", "--port", str(port))
+        # an existing --data is left as it was
+        data = tmp_path / "kept"
+        (data / "checks").mkdir(parents=True)
+        (data / "mine.txt").write_text("the user's\n")
+        before = tree(data)
+        done = subprocess.run([sys.executable, str(STUB), "0", "--corpus", str(index), "--data", str(data),
+                               "--profile", TINY, "--port", str(port)], env=_env(), capture_output=True, text=True,
+                              timeout=LIMIT_S)
+        assert done.returncode == 2 and "Address already in use" in done.stderr
+        assert tree(data) == before and sorted(p.name for p in data.iterdir()) == ["checks", "mine.txt"]
 
 
 # ---------------------------------------------------------- S7: --data inside the index

@@ -2,9 +2,10 @@
 
 ``check_settings`` refuses bad settings (``--profile``/``--set`` included: the config is
 resolved, no model loaded) before anything is bound or written; ``create_app`` wires the
-store, the queue, the guard and the routes together; ``run_server`` binds the socket
-itself (a port in use is a one-line error, port 0 picks a free one), prints the address,
-and serves until SIGTERM or Ctrl-C. Stopping: uvicorn stops accepting and gives open requests ``HTTP_GRACE_S``, then
+store, the queue, the guard and the routes together; ``run_server`` checks the settings,
+binds the socket itself before it creates ``--data`` (a port in use is a one-line error
+and leaves nothing behind, port 0 picks a free one), prints the address, and serves
+until SIGTERM or Ctrl-C. Stopping: uvicorn stops accepting and gives open requests ``HTTP_GRACE_S``, then
 the queue asks the check in flight to stop at its next stop point and waits
 ``stop_grace_s`` for it; a check that is still generating is left queued on disk (its
 finished stages are in its stage files) and resumes at the next start. The process then
@@ -127,6 +128,13 @@ def serve_config(profile: str, overrides: dict[str, Any] | None, models_dir: str
 
 def create_app(s: ServeSettings) -> Any:
     """The ASGI app (Starlette) for these settings; its lifespan starts and stops the queue."""
+    check_settings(s)
+    return _app(s)
+
+
+def _app(s: ServeSettings) -> Any:
+    """``create_app`` for settings ``check_settings`` has passed: opens the index, then
+    creates or opens ``--data`` (its lock, its secret)."""
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.routing import Route
@@ -137,9 +145,8 @@ def create_app(s: ServeSettings) -> Any:
     from sanctuary_local.serve.queue import CheckQueue
     from sanctuary_local.serve.security import Guard, SecurityMiddleware, load_secret
 
-    check_settings(s)
+    index = CorpusIndex(s.corpus)  # before --data: an index that does not open leaves nothing written
     store = CheckStore(s.data)
-    index = CorpusIndex(s.corpus)
     root = Path(str(index.manifest.get("root") or s.corpus))
     queue = CheckQueue(store, s.corpus, s.profile, max_queued=s.max_queued, overrides=s.overrides, models_dir=s.models_dir)
     ctx = r.Context(store, queue, Guard(load_secret(store.data), s.token), Path(s.corpus), root,
@@ -192,8 +199,13 @@ def run_server(s: ServeSettings) -> int:
 
     from sanctuary_local.procs import OrphanGuard
 
-    app = create_app(s)
-    sock = bind(s.host, s.port)
+    check_settings(s)
+    sock = bind(s.host, s.port)  # before --data is created: a port in use leaves nothing behind
+    try:
+        app = _app(s)
+    except BaseException:
+        sock.close()
+        raise
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"serving http://{shown}:{port}/  corpus {s.corpus}  profile {s.profile}  data {s.data}"
