@@ -1,7 +1,7 @@
 """`sanctuary-local serve`'s start: every bad setting is a one-line `error:` and exit 2
 before anything is bound or written (a bad --profile or --set, a port out of range, a body
 cap under 1 KB, a token that could never match, a port in use, a --data inside the index,
-a --corpus that is no index).
+a --corpus that is no index), and an open server warns that its traffic can be read.
 
 Each refusal runs the real CLI in its own process (`tests/serve_stub.py`: the stand-in LLM,
 so a start that is wrongly accepted loads no real model) with a time limit: a server that
@@ -10,15 +10,17 @@ starts instead of refusing fails the test at that limit and is killed."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from sanctuary_local.errors import UserError
-from sanctuary_local.serve.app import ServeSettings, check_settings
+from sanctuary_local.serve.app import ServeSettings, check_settings, exposure_warning
 from serve_support import ROOT, STUB, TINY, build_index, tree
 
 TOKEN = "s3cret-token-for-tests-0123"
@@ -160,3 +162,44 @@ def test_a_missing_corpus_is_said_not_to_exist(tmp_path: Path) -> None:
     assert "does not exist" in refused(tmp_path / "nowhere", tmp_path / "data")
     (tmp_path / "file.txt").write_text("x")
     assert "not a folder" in refused(tmp_path / "file.txt", tmp_path / "data")
+
+
+# ------------------------------------------------- S2: a warning on an open server
+def _start_and_read(index: Path, data: Path, *args: str, env: dict[str, str]) -> str:
+    """Start `serve`, wait for its address line, stop it; what it printed on stderr."""
+    log = data.parent / f"{data.name}.log"
+    cmd = [sys.executable, str(STUB), "0", "--corpus", str(index), "--data", str(data), "--profile", TINY,
+           "--port", "0", *args]
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + LIMIT_S
+        while not re.search(r"serving http://", text := log.read_text(errors="replace")):
+            assert proc.poll() is None and time.monotonic() < deadline, text
+            time.sleep(0.1)
+        return text
+    finally:
+        proc.kill()
+        proc.wait(30)
+
+
+def test_an_open_server_warns_that_its_traffic_and_token_can_be_read(index: Path, tmp_path: Path) -> None:
+    text = _start_and_read(index, tmp_path / "argv", "--host", "0.0.0.0", "--token", TOKEN, env=_env())
+    warning = [ln for ln in text.splitlines() if ln.startswith("warning: ")]
+    assert len(warning) == 1, text
+    assert "plain HTTP" in warning[0] and "token" in warning[0] and "ps" in warning[0]
+    assert "SANCTUARY_SERVE_TOKEN" in warning[0] and TOKEN not in text
+
+    text = _start_and_read(index, tmp_path / "env", "--host", "0.0.0.0", env=_env(SANCTUARY_SERVE_TOKEN=TOKEN))
+    warning = [ln for ln in text.splitlines() if ln.startswith("warning: ")]
+    assert len(warning) == 1 and "plain HTTP" in warning[0] and "(ps)" not in warning[0], text
+    assert "(token required)" in text
+
+
+def test_exposure_warning(index: Path, tmp_path: Path) -> None:
+    assert exposure_warning(settings(index, tmp_path)) is None  # loopback, no token
+    assert exposure_warning(settings(index, tmp_path, token=TOKEN)) is None  # from SANCTUARY_SERVE_TOKEN
+    local = exposure_warning(settings(index, tmp_path, token=TOKEN, token_in_argv=True))
+    assert local is not None and "(ps)" in local and "plain HTTP" not in local
+    open_ = exposure_warning(settings(index, tmp_path, host="0.0.0.0", token=TOKEN))
+    assert open_ is not None and "plain HTTP" in open_ and "(ps)" not in open_

@@ -13,6 +13,7 @@ INPUTS, OUTPUTS, MODELS, PERFORMANCE, ADVANCED = "Inputs", "Outputs", "Models an
 
 
 def serve(
+    ctx: typer.Context,
     corpus: Path = typer.Option(..., "--corpus", help="A corpus index written by `sanctuary-local index`.",
                                 rich_help_panel=INPUTS),
     data: Path = typer.Option(Path("sanctuary-serve"), "--data",
@@ -34,7 +35,8 @@ def serve(
                              rich_help_panel=ADVANCED),
     token: str = typer.Option(None, "--token", envvar="SANCTUARY_SERVE_TOKEN",
                               help="Require this token: API bearer token, page login (at least 16 printable ASCII "
-                                   "characters).",
+                                   "characters). Prefer the environment variable: other local users see a "
+                                   "command line (ps).",
                               rich_help_panel=ADVANCED),
     max_body_kb: int = typer.Option(64, "--max-body-kb", help="Largest request body accepted, at least 1 (HTTP 413 "
                                     "above).", rich_help_panel=ADVANCED),
@@ -45,7 +47,9 @@ def serve(
     from sanctuary_local.cli.run_cmd import parse_overrides
     from sanctuary_local.serve.app import ServeSettings, run_server
 
+    source = ctx.get_parameter_source("token")  # COMMANDLINE or ENVIRONMENT (SANCTUARY_SERVE_TOKEN)
     settings = ServeSettings(corpus=corpus, data=data, profile=profile, host=host, port=port, token=token or None,
+                             token_in_argv=getattr(source, "name", "") == "COMMANDLINE",
                              max_queued=max_queue, max_body=max_body_kb * 1024, overrides=parse_overrides(set_) or None,
                              models_dir=models_dir)
     code = run_server(settings)

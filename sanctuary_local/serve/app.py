@@ -4,8 +4,9 @@
 resolved, no model loaded) before anything is bound or written; ``create_app`` wires the
 store, the queue, the guard and the routes together; ``run_server`` checks the settings,
 binds the socket itself before it creates ``--data`` (a port in use is a one-line error
-and leaves nothing behind, port 0 picks a free one), prints the address, and serves
-until SIGTERM or Ctrl-C. Stopping: uvicorn stops accepting and gives open requests ``HTTP_GRACE_S``, then
+and leaves nothing behind, port 0 picks a free one), prints the address (and a warning
+when the traffic or the token can be seen by others), and serves until SIGTERM or
+Ctrl-C. Stopping: uvicorn stops accepting and gives open requests ``HTTP_GRACE_S``, then
 the queue asks the check in flight to stop at its next stop point and waits
 ``stop_grace_s`` for it; a check that is still generating is left queued on disk (its
 finished stages are in its stage files) and resumes at the next start. The process then
@@ -52,6 +53,8 @@ class ServeSettings:
     port: int = 8000
     token: str | None = None
     """Bearer token of the API and password of the page's login; required off loopback."""
+    token_in_argv: bool = False
+    """The token was typed on the command line (other local users see it in ``ps``)."""
     max_queued: int = 100
     """Checks that may wait; one more gets 429."""
     max_body: int = 64 * 1024
@@ -189,6 +192,18 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def exposure_warning(s: ServeSettings) -> str | None:
+    """One line on what others may see: plain HTTP off loopback (the token included), a
+    ``--token`` typed on the command line (``ps``); None when neither applies."""
+    parts = []
+    if not is_loopback(s.host):
+        parts.append(f"--host {s.host} serves plain HTTP: the claims, the results and the token cross the network "
+                     "unencrypted (off a trusted network, put a TLS reverse proxy in front)")
+    if s.token is not None and s.token_in_argv:
+        parts.append("--token on the command line is visible to other local users (ps); set SANCTUARY_SERVE_TOKEN instead")
+    return "warning: " + "; ".join(parts) if parts else None
+
+
 def _ignore(signum: int, frame: Any) -> None:
     """What uvicorn's re-raised signal meets once it has stopped (the stop is already done)."""
 
@@ -208,6 +223,8 @@ def run_server(s: ServeSettings) -> int:
         raise
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
+    if warning := exposure_warning(s):
+        print(warning, file=sys.stderr, flush=True)
     print(f"serving http://{shown}:{port}/  corpus {s.corpus}  profile {s.profile}  data {s.data}"
           + ("  (token required)" if s.token else ""), file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", server_header=False,
