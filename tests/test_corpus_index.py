@@ -278,3 +278,20 @@ def test_spill_holds_one_record_per_term_and_segment(tmp_path: Path) -> None:
     assert int(rec["tf"].sum()) == 5000
     counts = w.finish()
     assert (counts["segments"], counts["terms"], counts["postings"]) == (100, 2, 101)
+
+
+def test_a_documents_folder_given_as_corpus_gets_the_commands_to_index_it_elsewhere(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """run and check name the folder's own index command with another --out (they suggested
+    `index DIR --out <the documents folder>`, writing the index into the user's folder)."""
+    docs = tmp_path / "my docs"
+    docs.mkdir()
+    (docs / "note.txt").write_text("A note.\n")
+    claims = ROOT / "examples" / "claims.json"
+    assert main(["run", "--claims", str(claims), "--corpus", str(docs), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert f"`sanctuary-local index '{docs}' --out my-index`" in err and "`sanctuary-local run --claims FILE --out DIR --corpus my-index`" in err
+    assert f"--out {docs}" not in err
+    assert main(["check", "a claim", "--corpus", str(tmp_path / "missing")]) == 2
+    assert "the folder does not exist" in capsys.readouterr().err
+    assert sorted(p.name for p in docs.iterdir()) == ["note.txt"]

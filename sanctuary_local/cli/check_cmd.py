@@ -45,15 +45,15 @@ def check(
 
     Stages: generated questions → BM25 over the corpus index → semantic retrieval → verdict. Prints the verdict, the justification, each question with its answer snippet and the snippet's source: file, PDF page, and character span in the text extracted from the file. Exit code 0; 3 when the result is degraded (flagged); 2 for bad input."""
     from sanctuary_local.cli.run_cmd import parse_overrides
-    from sanctuary_local.corpus.index import is_corpus_index
+    from sanctuary_local.corpus.index import corpus_problem
     from sanctuary_local.interrupt import RunInterrupted, StopRequest
     from sanctuary_local.pipeline import RunOptions, run_pipeline
     from sanctuary_local.procs import OrphanGuard
 
     if not claim.strip():
         raise UserError("the claim is empty")
-    if not is_corpus_index(corpus):
-        raise UserError(f"{corpus}: not a corpus index; build one with `sanctuary-local index DIR --out {corpus}`")
+    if problem := corpus_problem(corpus, 'check "CLAIM"'):
+        raise UserError(problem)
     claim_date = _claim_date(date)
     work = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="sanctuary-check-"))
     try:

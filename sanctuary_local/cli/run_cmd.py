@@ -70,10 +70,10 @@ def run(
     if (store is None) == (corpus is None):
         raise UserError("give exactly one of --store (a per-claim knowledge store) and --corpus (a corpus index)")
     if corpus is not None:
-        from sanctuary_local.corpus.index import is_corpus_index
+        from sanctuary_local.corpus.index import corpus_problem
 
-        if not is_corpus_index(corpus):
-            raise UserError(f"{corpus}: not a corpus index; build one with `sanctuary-local index DIR --out {corpus}`")
+        if problem := corpus_problem(corpus, "run --claims FILE --out DIR"):
+            raise UserError(problem)
         store = corpus
     if budget_s is not None and budget_s <= 0:
         raise UserError("--budget-s must be > 0")

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import typer
 
+from sanctuary_local.cli.help_panels import PROFILE_HELP
+
 INPUTS, OUTPUTS, MODELS, PERFORMANCE, ADVANCED = "Inputs", "Outputs", "Models and profile", "Performance", "Advanced"
 
 
@@ -20,7 +22,7 @@ def serve(
                               help="Where checks are kept: history, runs, the queue across restarts (not inside "
                                    "the --corpus index).",
                               rich_help_panel=OUTPUTS),
-    profile: str = typer.Option("cpu", "--profile", help="cpu | cpu-fast | paper | a TOML/YAML profile file.",
+    profile: str = typer.Option("cpu", "--profile", help=PROFILE_HELP,
                                 rich_help_panel=MODELS),
     models_dir: str = typer.Option(None, "--models-dir", help="Where fetched models live (default: models/).",
                                    rich_help_panel=MODELS),

@@ -39,6 +39,25 @@ def is_corpus_index(path: str | Path) -> bool:
     return Path(path).is_dir() and (Path(path) / CURRENT).is_file()
 
 
+def corpus_problem(corpus: str | Path, command: str) -> str | None:
+    """Why ``--corpus`` is not a corpus index, as a one-line error that says what to do
+    (``command``: how the sub-command that was given it starts, e.g. ``check "CLAIM"``), or
+    None when it is one. A folder of
+    documents gets the commands to index it elsewhere, never into itself."""
+    import shlex
+
+    corpus = Path(corpus)
+    if is_corpus_index(corpus):
+        return None
+    if not corpus.exists():
+        return f"--corpus {corpus}: the folder does not exist; give the folder `sanctuary-local index` wrote"
+    if not corpus.is_dir():
+        return f"--corpus {corpus}: not a folder; give the folder `sanctuary-local index` wrote"
+    return (f"--corpus {corpus}: not a corpus index; if it holds your documents, index them first: "
+            f"`sanctuary-local index {shlex.quote(str(corpus))} --out my-index`, then "
+            f"`sanctuary-local {command} --corpus my-index`")
+
+
 @dataclass(frozen=True, slots=True)
 class Provenance:
     """Where a snippet comes from: the file, the PDF page (0: none), the store line (0:

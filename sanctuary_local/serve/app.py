@@ -81,7 +81,9 @@ def check_settings(s: ServeSettings) -> None:
         raise UserError("--max-queue must be at least 1")
     if s.max_body < 1024:
         raise UserError(f"--max-body-kb must be at least 1, got {s.max_body / 1024:g}")
-    if problem := corpus_problem(Path(s.corpus)):
+    from sanctuary_local.corpus.index import corpus_problem
+
+    if problem := corpus_problem(Path(s.corpus), "serve"):
         raise UserError(problem)
     if Path(s.data).resolve().is_relative_to(Path(s.corpus).resolve()):
         raise UserError(f"--data {s.data} is the corpus index {s.corpus} or inside it: the server would write its "
@@ -100,22 +102,6 @@ def _check_token(token: str) -> None:
                         "as they were typed in an HTTP header, so it could never match")
     if len(token) < MIN_TOKEN_CHARS:
         raise UserError(f"--token must be at least {MIN_TOKEN_CHARS} characters (it guards the server)")
-
-
-def corpus_problem(corpus: Path) -> str | None:
-    """Why ``--corpus`` is not a corpus index (a one-line error with what to do), or None."""
-    import shlex
-
-    from sanctuary_local.corpus.index import is_corpus_index
-
-    if is_corpus_index(corpus):
-        return None
-    if not corpus.exists():
-        return f"--corpus {corpus}: the folder does not exist; give the folder `sanctuary-local index` wrote"
-    if not corpus.is_dir():
-        return f"--corpus {corpus}: not a folder; give the folder `sanctuary-local index` wrote"
-    return (f"--corpus {corpus}: not a corpus index; if it holds your documents, index them first: "
-            f"`sanctuary-local index {shlex.quote(str(corpus))} --out my-index`, then `sanctuary-local serve --corpus my-index`")
 
 
 def serve_config(profile: str, overrides: dict[str, Any] | None, models_dir: str | None) -> Any:
