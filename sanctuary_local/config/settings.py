@@ -277,7 +277,25 @@ def _merge(obj: Any, data: dict[str, Any], where: str, path: str = "", saved: bo
             # --set parses values as TOML: "True" or "yes" would arrive as a (truthy) string.
             raise UserError(f"{where}: {dotted} must be true or false, got {value!r}")
         else:
-            setattr(obj, key, value)
+            setattr(obj, key, _typed(value, known[key].type, where, dotted))
+
+
+#: A scalar field's annotation -> the types its value may have (an int is a float too).
+_SCALARS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,)}
+
+
+def _typed(value: Any, annotation: str, where: str, dotted: str) -> Any:
+    """``value`` for a field annotated ``annotation`` (``int``, ``float``, ``str``, each
+    optionally ``| None``), or a one-line error naming the key: ``--set
+    hyde.sampling.max_tokens=abc`` failed only when the model was called. Other annotations
+    are taken as they are."""
+    base, optional = annotation.removesuffix(" | None"), annotation.endswith(" | None")
+    if base not in _SCALARS or (optional and value is None):
+        return value
+    if isinstance(value, bool) or not isinstance(value, _SCALARS[base]):
+        kind = {"int": "a whole number", "float": "a number", "str": "a string"}[base]
+        raise UserError(f"{where}: {dotted} must be {kind}{' (or absent)' if optional else ''}, got {value!r}")
+    return value  # an int stays an int (a float field's value is hashed in the run fingerprint as given)
 
 
 def _read_profile(source: str) -> tuple[str, dict[str, Any]]:
