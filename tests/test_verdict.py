@@ -174,8 +174,11 @@ def test_sampling_stop_strings_are_validated_and_the_short_prompt_renders():
         with pytest.raises(UserError, match="verdict.sampling.stop must be a list of non-empty strings"):
             load_config("cpu", {"verdict": {"sampling": {"stop": bad}}})
     assert load_config("cpu", {"verdict": {"sampling": {"repetition_penalty": 1.1}}}).verdict.sampling.repetition_penalty == 1.1
-    for bad in (0, -1.0, 11, "1.1", True):
+    for bad in (0, -1.0, 11):
         with pytest.raises(UserError, match=r"verdict.sampling.repetition_penalty must be a number in \(0, 10\]"):
+            load_config("cpu", {"verdict": {"sampling": {"repetition_penalty": bad}}})
+    for bad in ("1.1", True):  # the wrong type is refused as it is read, before the range check
+        with pytest.raises(UserError, match=r"verdict.sampling.repetition_penalty must be a number, got"):
             load_config("cpu", {"verdict": {"sampling": {"repetition_penalty": bad}}})
     # issue 26's "shorter examples" row: one short example per label, the same slots as verdict.txt
     short, full = load_prompt("verdict_short.txt"), load_prompt("verdict.txt")
