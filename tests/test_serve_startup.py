@@ -150,6 +150,20 @@ def test_data_next_to_the_index_is_fine(index: Path, tmp_path: Path) -> None:
         check_settings(ServeSettings(corpus=link, data=index / "x", profile=TINY))
 
 
+def test_data_inside_the_indexed_documents_is_refused(tmp_path: Path) -> None:
+    """Checks and reports kept in the documents folder would be read as documents by the next
+    `index` of it: refused, naming the folder; beside it is fine."""
+    import shutil
+
+    docs = tmp_path / "docs"
+    shutil.copytree(ROOT / "examples" / "corpus", docs)
+    index = build_index(docs, tmp_path / "index")
+    with pytest.raises(UserError, match="inside the indexed documents folder"):
+        check_settings(ServeSettings(corpus=index, data=docs / "serve-data", profile=TINY))
+    assert sorted(p.name for p in docs.iterdir()) == sorted(p.name for p in (ROOT / "examples" / "corpus").iterdir())
+    check_settings(ServeSettings(corpus=index, data=tmp_path / "serve-data", profile=TINY))
+
+
 # -------------------------------------------------- S8: a documents folder, a missing one
 def test_a_documents_folder_gets_the_commands_to_index_it(tmp_path: Path) -> None:
     docs = ROOT / "examples" / "corpus"

@@ -88,7 +88,22 @@ def check_settings(s: ServeSettings) -> None:
     if Path(s.data).resolve().is_relative_to(Path(s.corpus).resolve()):
         raise UserError(f"--data {s.data} is the corpus index {s.corpus} or inside it: the server would write its "
                         "checks into the index; give a folder outside it (the default: sanctuary-serve)")
+    if (docs := _documents_root(Path(s.corpus))) and Path(s.data).resolve().is_relative_to(docs):
+        raise UserError(f"--data {s.data} is inside the indexed documents folder {docs}: the next `index` of that "
+                        "folder would read the server's checks and reports as documents; give a folder outside it")
     serve_config(s.profile, s.overrides, s.models_dir)
+
+
+def _documents_root(corpus: Path) -> Path | None:
+    """The folder the index was built from (its manifest's ``root``), or None."""
+    from sanctuary_local.corpus.index import CorpusIndex
+
+    index = CorpusIndex(corpus)
+    try:
+        root = index.manifest.get("root")
+    finally:
+        index.close()
+    return Path(root).resolve() if root else None
 
 
 def _check_token(token: str) -> None:
