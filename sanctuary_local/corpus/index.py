@@ -13,6 +13,7 @@ a repeated term counted once per repetition, as rank-bm25 does).
 from __future__ import annotations
 
 import mmap
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.retrieval.bm25 import top_k
 from sanctuary_local.retrieval.segment import TOKENISER_ID, _is_stop, term_hashes
 
-__all__ = ["CURRENT", "INDEX_FORMAT", "CorpusIndex", "Provenance", "is_corpus_index"]
+__all__ = ["CURRENT", "INDEX_FORMAT", "CorpusIndex", "Provenance", "corpus_problem", "is_corpus_index", "live_manifest"]
 
 #: The file naming an index folder's live generation (``build.py`` replaces it atomically).
 CURRENT = "CURRENT"
@@ -44,8 +45,6 @@ def corpus_problem(corpus: str | Path, command: str) -> str | None:
     (``command``: how the sub-command that was given it starts, e.g. ``check "CLAIM"``), or
     None when it is one. A folder of
     documents gets the commands to index it elsewhere, never into itself."""
-    import shlex
-
     corpus = Path(corpus)
     if is_corpus_index(corpus):
         return None
@@ -216,19 +215,27 @@ def _vocab_positions(vocab: np.ndarray, text: str) -> tuple[np.ndarray, np.ndarr
     return np.unique(found, return_counts=True)
 
 
-def _open_generation(root: Path) -> tuple[str, Path, dict[str, Any], dict[str, np.ndarray]]:
-    """The live generation of ``root``: its name, folder, manifest and memory-mapped arrays
-    (a missing, foreign or damaged index is a ``UserError`` saying how to rebuild it)."""
+def live_manifest(root: str | Path) -> tuple[str, dict[str, Any]]:
+    """The live generation of ``root`` and its manifest, no array opened (a missing or
+    foreign index is a ``UserError`` saying how to rebuild it)."""
+    root = Path(root)
     try:
         generation = (root / CURRENT).read_text().strip()
-        folder = root / generation
-        manifest = orjson.loads((folder / "manifest.json").read_bytes())
+        manifest = orjson.loads((root / generation / "manifest.json").read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:
         raise UserError(f"{root}: not a corpus index, or an interrupted first `index` run "
                         f"({type(exc).__name__}: {exc}); run `sanctuary-local index DIR --out {root}`") from None
     if manifest.get("format") != INDEX_FORMAT or manifest.get("tokeniser") != TOKENISER_ID:
         raise UserError(f"{root}: index format {manifest.get('format')!r} / tokeniser "
                         f"{manifest.get('tokeniser')!r} is not this version's; rebuild it with `sanctuary-local index`")
+    return generation, manifest
+
+
+def _open_generation(root: Path) -> tuple[str, Path, dict[str, Any], dict[str, np.ndarray]]:
+    """The live generation of ``root``: its name, folder, manifest and memory-mapped arrays
+    (a missing, foreign or damaged index is a ``UserError`` saying how to rebuild it)."""
+    generation, manifest = live_manifest(root)
+    folder = root / generation
     try:
         arrays = {n: np.load(folder / f"{n}.npy", mmap_mode="r") for n in (*POSTINGS_FILES, "units")}
     except (OSError, ValueError) as exc:

@@ -96,13 +96,9 @@ def check_settings(s: ServeSettings) -> None:
 
 def _documents_root(corpus: Path) -> Path | None:
     """The folder the index was built from (its manifest's ``root``), or None."""
-    from sanctuary_local.corpus.index import CorpusIndex
+    from sanctuary_local.corpus.index import live_manifest
 
-    index = CorpusIndex(corpus)
-    try:
-        root = index.manifest.get("root")
-    finally:
-        index.close()
+    root = live_manifest(corpus)[1].get("root")
     return Path(root).resolve() if root else None
 
 
