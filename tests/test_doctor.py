@@ -154,3 +154,12 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     assert "FAIL model (stage 1): sanctuary-local models fetch paper --only qwen2.5-7b-instruct" in res.stdout
     res = _doctor(tmp_path, "--profile", "no-such-profile")
     assert res.returncode == 2 and "Traceback" not in res.stderr
+
+
+def test_an_openai_http_stage_model_is_its_servers() -> None:
+    """The model of an openai_http stage is on its server: not looked for on this machine (as
+    `run`'s preflight does not); before, it was a FAIL row "not found"."""
+    cfg = load_config("cpu-fast", {"hyde": {"llm": {"backend": "openai_http", "base_url": "http://127.0.0.1:9/v1",
+                                                    "model": "served-by-the-server"}}})
+    rows = [r for r in diagnose(cfg, REPO) if r.item.startswith("model")]
+    assert rows and not any("served-by-the-server" in r.detail for r in rows), rows

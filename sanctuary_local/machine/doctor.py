@@ -170,8 +170,9 @@ def check_model(name: str, role: str, models_dir: str, rehash: bool = False) -> 
 
 def check_models(cfg: Config, rehash: bool = False) -> list[Check]:
     """Every model the config names, once each, named by the stages that use it; a
-    ``static:`` model gets its own row and its base model is checked with the others."""
-    roles = {stage: llm.model for stage, llm in llm_stages(cfg)}
+    ``static:`` model gets its own row and its base model is checked with the others. An
+    ``openai_http`` stage's model is its server's (not looked for here, as ``run`` does not)."""
+    roles = {stage: llm.model for stage, llm in llm_stages(cfg) if llm.backend != "openai_http"}
     roles.update({"chunking": cfg.retrieval.sts.model, "retrieval": cfg.retrieval.retriever.model})
     rows: list[Check] = []
     uses: dict[str, list[str]] = {}
