@@ -1,7 +1,8 @@
 """`sanctuary-local serve`'s start: every bad setting is a one-line `error:` and exit 2
 before anything is bound or written (a bad --profile or --set, a port out of range, a body
 cap under 1 KB, a token that could never match, a port in use, a --data inside the index,
-a --corpus that is no index), and an open server warns that its traffic can be read.
+a --corpus that is no index, a model of the profile that is not installed), and an open
+server warns that its traffic can be read.
 
 Each refusal runs the real CLI in its own process (`tests/serve_stub.py`: the stand-in LLM,
 so a start that is wrongly accepted loads no real model) with a time limit: a server that
@@ -217,3 +218,35 @@ def test_exposure_warning(index: Path, tmp_path: Path) -> None:
     assert local is not None and "(ps)" in local and "plain HTTP" not in local
     open_ = exposure_warning(settings(index, tmp_path, host="0.0.0.0", token=TOKEN))
     assert open_ is not None and "plain HTTP" in open_ and "(ps)" not in open_
+
+
+# ------------------------------------------ S9: a model of the profile that is not installed
+@pytest.mark.parametrize(("args", "says"), [
+    (("--set", "hyde.llm.model=/nowhere/model.gguf"), "/nowhere/model.gguf: not found"),
+    (("--set", "retrieval.retriever.model=packaged:no-such-embedder"), "unknown packaged model 'packaged:no-such-embedder'"),
+    (("--set", "verdict.mode=trained", "--set", "verdict.trained_model=packaged:no-such-verdict"),
+     "verdict model 'packaged:no-such-verdict' not found"),
+])
+def test_a_model_that_is_not_installed_is_refused_at_start(index: Path, tmp_path: Path,
+                                                           args: tuple[str, ...], says: str) -> None:
+    """Before, the server started and every check then failed on the missing model."""
+    line = refused(index, tmp_path / "data", *args)
+    assert says in line and "fix: " in line and f"sanctuary-local doctor --profile {TINY}" in line, line
+
+
+def test_a_profile_file_naming_a_missing_model_is_refused(index: Path, tmp_path: Path) -> None:
+    profile = tmp_path / "mine.toml"
+    profile.write_text(f'base = "cpu-fast"\n\n[retrieval.sts]\nmodel = "{tmp_path / "no-embedder"}"\n')
+    line = refused(index, tmp_path / "data", "--profile", str(profile))
+    assert f"model (chunking): {tmp_path / 'no-embedder'}: not found" in line, line
+
+
+def test_the_model_check_loads_and_assembles_nothing(index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GGUF not assembled yet passes (the first check assembles it) and nothing is written
+    to the model cache; an openai_http stage's model is its server's, not looked for here."""
+    monkeypatch.setenv("SANCTUARY_CACHE", str(tmp_path / "cache"))
+    check_settings(settings(index, tmp_path))
+    check_settings(settings(index, tmp_path, overrides={"hyde": {"llm": {
+        "backend": "openai_http", "base_url": "http://127.0.0.1:9/v1", "model": "served-by-the-server"}}}))
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "data").exists()
+

@@ -1,8 +1,8 @@
 """The server: settings, the Starlette app and its lifetime under uvicorn.
 
 ``check_settings`` refuses bad settings (``--profile``/``--set`` included: the config is
-resolved, no model loaded) before anything is bound or written; ``create_app`` wires the
-store, the queue, the guard and the routes together; ``run_server`` checks the settings,
+resolved and its models looked up, none loaded) before anything is bound or written;
+``create_app`` wires the store, the queue, the guard and the routes together; ``run_server`` checks the settings,
 binds the socket itself before it creates ``--data`` (a port in use is a one-line error
 and leaves nothing behind, port 0 picks a free one), prints the address (and a warning
 when the traffic or the token can be seen by others), and serves until SIGTERM or
@@ -69,7 +69,8 @@ def check_settings(s: ServeSettings) -> None:
     """Refuse what must not run, before anything is bound or written (one line each, exit 2):
     an open server without a token, a token that could never match, a port or body cap out
     of range, a folder that is no index, a ``--data`` inside the index, a ``--profile`` or
-    ``--set`` that does not load (the config is resolved here; no model is loaded)."""
+    ``--set`` that does not load (the config is resolved here; no model is loaded), a model
+    of it that is not installed (``check_models``)."""
     if s.token is not None:
         _check_token(s.token)
     if not is_loopback(s.host) and not s.token:
@@ -91,7 +92,25 @@ def check_settings(s: ServeSettings) -> None:
     if (docs := _documents_root(Path(s.corpus))) and Path(s.data).resolve().is_relative_to(docs):
         raise UserError(f"--data {s.data} is inside the indexed documents folder {docs}: the next `index` of that "
                         "folder would read the server's checks and reports as documents; give a folder outside it")
-    serve_config(s.profile, s.overrides, s.models_dir)
+    check_models(serve_config(s.profile, s.overrides, s.models_dir), s.profile)
+
+
+def check_models(cfg: Any, profile: str) -> None:
+    """Refuse a config whose models are not installed: one line naming each missing model and
+    its fix, from ``doctor``'s cheap checks (a fetched model's files by name and size, an
+    assembled GGUF by its verification record, not re-hashed; part wheels by their metadata;
+    the packaged embedder and verdict model, tens of MB, by their SHA-256: ~0.2 s in all).
+    Nothing is loaded, assembled or distilled; a model the first check will assemble or
+    distil from what is installed passes (``doctor``'s ``later``)."""
+    from sanctuary_local.machine.doctor import FAIL
+    from sanctuary_local.machine.doctor import check_models as doctor_rows
+
+    bad = [row for row in doctor_rows(cfg) if row.status == FAIL]
+    if bad:
+        said = "; ".join(f"{row.item}: {row.detail}" + (f" (fix: {row.fix.rstrip('.')})" if row.fix else "")
+                         for row in bad)
+        hint = f"`sanctuary-local doctor --profile {profile}` checks everything the profile needs"
+        raise UserError(" ".join(f"cannot serve: a model is not installed: {said}; {hint}".split()))
 
 
 def _documents_root(corpus: Path) -> Path | None:
