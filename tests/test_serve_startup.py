@@ -1,7 +1,8 @@
 """`sanctuary-local serve`'s start: every bad setting is a one-line `error:` and exit 2
 before anything is bound or written (a bad --profile or --set, a port out of range, a body
 cap under 1 KB, a token that could never match, a port in use, a --data inside the index,
-a --corpus that is no index, a model of the profile that is not installed), and an open
+a --corpus that is no index, a model of the profile that is not installed, a --data whose
+secret cannot be written: then what the start created there is removed), and an open
 server warns that its traffic can be read.
 
 Each refusal runs the real CLI in its own process (`tests/serve_stub.py`: the stand-in LLM,
@@ -10,6 +11,7 @@ starts instead of refusing fails the test at that limit and is killed."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import socket
@@ -22,6 +24,7 @@ import pytest
 
 from sanctuary_local.errors import UserError
 from sanctuary_local.serve.app import ServeSettings, check_settings, exposure_warning
+from sanctuary_local.serve.security import load_secret
 from serve_support import ROOT, STUB, TINY, build_index, tree
 
 TOKEN = "s3cret-token-for-tests-0123"
@@ -250,3 +253,65 @@ def test_the_model_check_loads_and_assembles_nothing(index: Path, tmp_path: Path
         "backend": "openai_http", "base_url": "http://127.0.0.1:9/v1", "model": "served-by-the-server"}}}))
     assert not (tmp_path / "cache").exists() and not (tmp_path / "data").exists()
 
+
+# ------------------------------------------------ S10: a --data that cannot be written
+#: Runs serve_stub.py with every create of DATA/secret (or of its temp file) failing: disk full.
+FULL_DISK = """import errno, os, runpy, sys
+real = os.open
+def failing(path, flags, *args, **kw):
+    if flags & os.O_CREAT and os.path.basename(os.fspath(path)).startswith(("secret", ".secret.")):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(path))
+    return real(path, flags, *args, **kw)
+os.open = failing
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def _full_disk(index: Path, data: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-c", FULL_DISK, str(STUB), "0", "--corpus", str(index), "--data", str(data),
+           "--profile", TINY, "--port", "0"]
+    try:
+        return subprocess.run(cmd, env=_env(), cwd=index.parent, capture_output=True, text=True, timeout=LIMIT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"serve started without its secret: {exc.stderr!r}") from None
+
+
+def test_a_secret_that_cannot_be_written_is_one_line_and_leaves_no_data(index: Path, tmp_path: Path) -> None:
+    """Before: a traceback (exit 1) and a half-made --data (checks/, serve.lock) left behind."""
+    data = tmp_path / "new" / "data"  # neither folder there: both made by the start, both removed
+    done = _full_disk(index, data)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: cannot write the server's secret") and "No space left" in lines[0], lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], sorted(tmp_path.rglob("*"))
+
+
+def test_a_failed_start_leaves_an_existing_data_folder_as_it_was(index: Path, tmp_path: Path) -> None:
+    data = tmp_path / "kept"
+    data.mkdir(mode=0o750)
+    (data / "mine.txt").write_text("the user's\n")
+    before, mode = tree(data), data.stat().st_mode
+    done = _full_disk(index, data)
+    assert done.returncode == 2 and "cannot write the server's secret" in done.stderr, done.stderr
+    assert tree(data) == before and data.stat().st_mode == mode and sorted(p.name for p in data.iterdir()) == ["mine.txt"]
+
+
+def test_the_secret_is_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write that fails (here its fsync: an I/O error) leaves no partial or temporary file,
+    and an old secret as it was; a written one is 32 bytes, mode 0600, read back next time."""
+    (tmp_path / "secret").write_bytes(b"short")  # not a key: replaced
+    real = os.fsync
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(UserError, match="cannot write the server's secret") as err:
+        load_secret(tmp_path)
+    assert "\n" not in str(err.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secret"] and (tmp_path / "secret").read_bytes() == b"short"
+    monkeypatch.setattr(os, "fsync", real)
+    key = load_secret(tmp_path)
+    assert len(key) == 32 and (tmp_path / "secret").stat().st_mode & 0o777 == 0o600
+    assert load_secret(tmp_path) == key and sorted(p.name for p in tmp_path.iterdir()) == ["secret"]

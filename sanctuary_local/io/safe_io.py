@@ -120,15 +120,16 @@ def current_umask() -> int:
     return mask
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a temp file in the same directory (mode
-    ``0o666 & ~umask``), fsync, rename: a symlink at ``path`` is replaced, not followed."""
+def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> Path:
+    """Write ``data`` to ``path`` via a temp file in the same directory (``mode``, by default
+    ``0o666 & ~umask``, set before anything is written), fsync, rename: a symlink at ``path``
+    is replaced, not followed; on any failure the temp file is removed and ``path`` is as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o666 & ~current_umask())
+            os.fchmod(f.fileno(), (0o666 & ~current_umask()) if mode is None else mode)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

@@ -2,13 +2,14 @@
 
 ``check_settings`` refuses bad settings (``--profile``/``--set`` included: the config is
 resolved and its models looked up, none loaded) before anything is bound or written;
-``create_app`` wires the store, the queue, the guard and the routes together; ``run_server`` checks the settings,
-binds the socket itself before it creates ``--data`` (a port in use is a one-line error
-and leaves nothing behind, port 0 picks a free one), prints the address (and a warning
-when the traffic or the token can be seen by others), and serves until SIGTERM or
-Ctrl-C. Stopping: uvicorn stops accepting and gives open requests ``HTTP_GRACE_S``, then
-the queue asks the check in flight to stop at its next stop point and waits
-``stop_grace_s`` for it; a check that is still generating is left queued on disk (its
+``create_app`` wires the store, the queue, the guard and the routes together; ``run_server``
+checks the settings, binds the socket itself before it creates ``--data`` (a port in use is
+a one-line error and leaves nothing behind, port 0 picks a free one; a ``--data`` that
+cannot be written is one too, and what the start created there is removed), prints the
+address (and a warning when the traffic or the token can be seen by others), and serves
+until SIGTERM or Ctrl-C. Stopping: uvicorn stops accepting and gives open requests
+``HTTP_GRACE_S``, then the queue asks the check in flight to stop at its next stop point
+and waits ``stop_grace_s`` for it; a check that is still generating is left queued on disk (its
 finished stages are in its stage files) and resumes at the next start. The process then
 exits at once: within 5 s of the signal.
 An ``OrphanGuard`` ends any process a backend started if the server is killed.
@@ -165,12 +166,25 @@ def _app(s: ServeSettings) -> Any:
     from sanctuary_local.serve.security import Guard, SecurityMiddleware, load_secret
 
     index = CorpusIndex(s.corpus)  # before --data: an index that does not open leaves nothing written
-    store = CheckStore(s.data)
-    root = Path(str(index.manifest.get("root") or s.corpus))
-    queue = CheckQueue(store, s.corpus, s.profile, max_queued=s.max_queued, overrides=s.overrides, models_dir=s.models_dir)
-    ctx = r.Context(store, queue, Guard(load_secret(store.data), s.token), Path(s.corpus), root,
-                    set(index.manifest.get("files") or {}), Path(s.corpus).resolve().name)
-    index.close()
+    made = _absent(Path(s.data))
+    try:
+        store = CheckStore(s.data)
+    except BaseException:
+        index.close()
+        _undo(made, Path(s.data), locked=False)
+        raise
+    try:
+        root = Path(str(index.manifest.get("root") or s.corpus))
+        queue = CheckQueue(store, s.corpus, s.profile, max_queued=s.max_queued, overrides=s.overrides,
+                           models_dir=s.models_dir)
+        ctx = r.Context(store, queue, Guard(load_secret(store.data), s.token), Path(s.corpus), root,
+                        set(index.manifest.get("files") or {}), Path(s.corpus).resolve().name)
+    except BaseException:  # e.g. the secret cannot be written: leave --data as it was found
+        _undo(made, Path(s.data), locked=True)
+        store.close()
+        raise
+    finally:
+        index.close()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
@@ -192,6 +206,30 @@ def _app(s: ServeSettings) -> Any:
     app.state.ctx = ctx
     app.state.worker_ended = True
     return app
+
+
+def _absent(data: Path) -> list[Path]:
+    """What a start may create that is not there now, outermost first: the missing folders
+    down to ``--data``, then what ``_app`` makes in it (``checks/``, ``serve.lock``, ``secret``)."""
+    data = Path(os.path.abspath(data))
+    inside = (data / "checks", data / "serve.lock", data / "secret")
+    return [p for p in (*reversed(data.parents), data, *inside) if not os.path.lexists(p)]
+
+
+def _undo(made: list[Path], data: Path, locked: bool) -> None:
+    """Remove what a failed start created (``made``: ``_absent`` before it), innermost first;
+    nothing that was there before is touched, and a folder only when it is empty. Without
+    ``serve.lock`` held (``CheckStore`` refused), another server may have made the rest at the
+    same moment: then only the empty folders down to ``--data`` go."""
+    data = Path(os.path.abspath(data))
+    for path in reversed(made):
+        if not locked and path != data and path not in data.parents:
+            continue
+        with contextlib.suppress(OSError):
+            if path.is_dir() and not path.is_symlink():
+                path.rmdir()
+            elif locked:
+                path.unlink()
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -80,22 +80,35 @@ class CheckRecord:
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
+def _lock(data: Path) -> int:
+    """``DATA/serve.lock`` (made with ``DATA`` if missing), held with ``flock``; a one-line
+    ``UserError`` when the folder cannot be used or another server holds it. Taken before
+    ``checks/`` is made: a start refused here leaves at most empty folders."""
+    try:
+        data.mkdir(parents=True, exist_ok=True)
+        fd = os.open(data / "serve.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise UserError(f"--data {data}: cannot use it: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise UserError(f"--data {data}: another `sanctuary-local serve` uses this folder") from None
+    return fd
+
+
 class CheckStore:
     """Every check of one ``--data`` folder: read at start, each change written at once."""
 
     def __init__(self, data: Path) -> None:
         self.data = Path(data)
         self.dir = self.data / "checks"
+        self._lock_fd = _lock(self.data)
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = os.open(self.data / "serve.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            self.dir.mkdir(exist_ok=True)
         except OSError as exc:
-            raise UserError(f"--data {self.data}: cannot use it: {exc.strerror or exc}") from None
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
             os.close(self._lock_fd)
-            raise UserError(f"--data {self.data}: another `sanctuary-local serve` uses this folder") from None
+            raise UserError(f"--data {self.data}: cannot use it: {exc.strerror or exc}") from None
         self._mutex = threading.Lock()
         self.records: dict[str, CheckRecord] = {}
         self.skipped: list[str] = []

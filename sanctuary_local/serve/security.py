@@ -25,6 +25,9 @@ from typing import Any
 
 import orjson
 
+from sanctuary_local.errors import UserError
+from sanctuary_local.io.safe_io import atomic_write_bytes
+
 __all__ = ["CSP", "FILE_CSP", "Guard", "SecurityMiddleware", "corpus_file", "host_allowed", "is_loopback", "load_secret"]
 
 Scope = MutableMapping[str, Any]
@@ -62,7 +65,9 @@ def host_allowed(host_header: str, bound: str) -> bool:
 
 
 def load_secret(data: Path) -> bytes:
-    """The server's HMAC key, kept in ``DATA/secret`` (mode 0600) so a restart keeps open forms valid."""
+    """The server's HMAC key, kept in ``DATA/secret`` (mode 0600) so a restart keeps open forms
+    valid. A new key is written atomically (a temp file in ``DATA``, fsync, rename), so a
+    failed write leaves no partial secret; it is a one-line ``UserError``."""
     path = data / "secret"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -73,9 +78,11 @@ def load_secret(data: Path) -> bytes:
     except OSError:
         pass
     key = secrets.token_bytes(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(key)
+    try:
+        atomic_write_bytes(path, key, mode=0o600)
+    except OSError as exc:
+        raise UserError(f"cannot write the server's secret {path}: {exc.strerror or exc} "
+                        "(--data must be a writable folder on a disk with room)") from None
     return key
 
 
