@@ -1,7 +1,7 @@
 """`sanctuary-local serve`'s start: every bad setting is a one-line `error:` and exit 2
 before anything is bound or written (a bad --profile or --set, a port out of range, a body
 cap under 1 KB, a token that could never match, a port in use, a --data inside the index,
-a --corpus that is no index, a model of the profile that is not installed, a --data whose
+a --corpus that is no index, a model or package of the profile that is not installed, a --data whose
 secret cannot be written: then what the start created there is removed), and an open
 server warns that its traffic can be read.
 
@@ -315,3 +315,19 @@ def test_the_secret_is_written_atomically(tmp_path: Path, monkeypatch: pytest.Mo
     key = load_secret(tmp_path)
     assert len(key) == 32 and (tmp_path / "secret").stat().st_mode & 0o777 == 0o600
     assert load_secret(tmp_path) == key and sorted(p.name for p in tmp_path.iterdir()) == ["secret"]
+
+
+def test_a_backend_package_that_is_not_installed_is_refused(index: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profile whose LLM backend's package is missing (here llama_cpp, looked up as not
+    installed) is refused with the fix; before, the server started and every check failed."""
+    import sanctuary_local.machine.doctor as doctor
+
+    real = doctor._installed
+    monkeypatch.setattr(doctor, "_installed", lambda module: module != "llama_cpp" and real(module))
+    with pytest.raises(UserError) as err:
+        check_settings(settings(index, tmp_path))
+    said = str(err.value)
+    assert said.startswith("cannot serve: a package is not installed: LLM backend (stage 1): llama_cpp: llama_cpp not "
+                           "installed") and "pip install" in said and "\n" not in said, said
+    assert not (tmp_path / "data").exists()

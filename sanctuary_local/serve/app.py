@@ -97,21 +97,22 @@ def check_settings(s: ServeSettings) -> None:
 
 
 def check_models(cfg: Any, profile: str) -> None:
-    """Refuse a config whose models are not installed: one line naming each missing model and
-    its fix, from ``doctor``'s cheap checks (a fetched model's files by name and size, an
+    """Refuse a config whose models, or the packages its stages import (an LLM backend, the
+    retrieval libraries; looked up, not imported), are not installed: one line naming each
+    missing one and its fix, from ``doctor``'s cheap checks (a fetched model's files by name and size, an
     assembled GGUF by its verification record, not re-hashed; part wheels by their metadata;
     the packaged embedder and verdict model, tens of MB, by their SHA-256: ~0.2 s in all).
     Nothing is loaded, assembled or distilled; a model the first check will assemble or
     distil from what is installed passes (``doctor``'s ``later``)."""
-    from sanctuary_local.machine.doctor import FAIL
+    from sanctuary_local.machine.doctor import FAIL, check_packages
     from sanctuary_local.machine.doctor import check_models as doctor_rows
 
-    bad = [row for row in doctor_rows(cfg) if row.status == FAIL]
-    if bad:
-        said = "; ".join(f"{row.item}: {row.detail}" + (f" (fix: {row.fix.rstrip('.')})" if row.fix else "")
-                         for row in bad)
-        hint = f"`sanctuary-local doctor --profile {profile}` checks everything the profile needs"
-        raise UserError(" ".join(f"cannot serve: a model is not installed: {said}; {hint}".split()))
+    hint = f"`sanctuary-local doctor --profile {profile}` checks everything the profile needs"
+    for what, rows in (("a model", doctor_rows(cfg)), ("a package", check_packages(cfg))):
+        if bad := [row for row in rows if row.status == FAIL]:
+            said = "; ".join(f"{row.item}: {row.detail}" + (f" (fix: {row.fix.rstrip('.')})" if row.fix else "")
+                             for row in bad)
+            raise UserError(" ".join(f"cannot serve: {what} is not installed: {said}; {hint}".split()))
 
 
 def _documents_root(corpus: Path) -> Path | None:
