@@ -176,3 +176,27 @@ def test_a_loop_of_links_is_named_as_such(tmp_path: Path) -> None:
     assert reasons["a.txt"] == reasons["b.txt"] == "broken symbolic link (a loop of symbolic links)"
     assert reasons["gone.txt"] == "broken symbolic link (its target does not exist)"
     assert _paths(out) == {"note.txt"}
+
+
+# ------------------------------------------------------- an index of another folder
+def test_an_index_of_another_folder_is_not_swapped_silently(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """Following the plain-folder hint (`index DIR --out my-index`) into an index already made
+    from another folder used to replace all its documents without a word (a newcomer's
+    walkthrough: '3 files read, 0 unchanged, 4 removed'). Now it is refused, the index left
+    as it was; --other-folder does it on purpose."""
+    first, second, out = tmp_path / "first", tmp_path / "second", tmp_path / "my-index"
+    first.mkdir()
+    second.mkdir()
+    (first / "a.txt").write_text("The Harlow Street Bridge opened in 2024.\n")
+    (second / "b.txt").write_text("Millbrook council met on Tuesday.\n")
+    assert main(["index", str(first), "--out", str(out), "--quiet"]) == 0
+    live = (out / "CURRENT").read_text()
+    capsys.readouterr()
+    assert main(["index", str(second), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "is the index of" in err[0] and str(first) in err[0], err
+    assert "--other-folder" in err[0]
+    assert (out / "CURRENT").read_text() == live and _paths(out) == {"a.txt"}
+    assert main(["index", str(first), "--out", str(out), "--quiet"]) == 0  # its own folder: still updated
+    assert main(["index", str(second), "--out", str(out), "--quiet", "--other-folder"]) == 0
+    assert _paths(out) == {"b.txt"}

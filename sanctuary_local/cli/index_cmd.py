@@ -28,13 +28,14 @@ def index(
     max_archive_mb: float = typer.Option(1024.0, "--max-archive-mb", help="Skip a zip larger than this, and read its members only until they expand to this much in total.", rich_help_panel=_PERF),
     follow_links: bool = typer.Option(False, "--follow-links", help="Also index files that symbolic links lead to outside the folder (by default only links to files inside it are followed; links to folders never are).", rich_help_panel=_ADV),
     max_docx_xml_mb: float = typer.Option(16.0, "--max-docx-xml-mb", help="Skip a .docx whose XML parts expand to more than this.", rich_help_panel=_ADV),
+    other_folder: bool = typer.Option(False, "--other-folder", help="Allow --out to be an index of another folder: it becomes an index of this one, and the other folder's documents leave it (refused without this flag).", rich_help_panel=_OUT),
     max_pdf_pages: int = typer.Option(5000, "--max-pdf-pages", min=1, help="Read at most this many pages of a PDF (each page object once, however often its page tree lists it).", rich_help_panel=_ADV),
 ) -> None:
     """Index a folder of documents so that check and run --corpus can search it.
 
     Reads HTML (main text, title, canonical URL), PDF (text per page), .txt and .md as they are, .docx paragraphs, AVeriTeC store files (.json/.jsonl, one document per line) and the members of .zip archives. Unchanged files are reused on a rerun; deleted files leave the index. The new index goes live only when it is complete and on disk: an interrupted run leaves the previous one usable.
 
-    Followed: links to files inside the folder (--follow-links: outside it too). Never followed or opened: links to folders, archives inside archives. Capped: a file's size, a zip's size and expanded total (a member listed many times is read once), a .docx's XML, pages per PDF (a page its page tree lists many times is read once); HTML nested past 2,048 levels, or with an element of more than 1,000 children, is read without main-text selection and flagged. Refused with one line: an --out folder that holds anything but an index made by this command, the indexed folder itself as --out, a second run on an index while one is writing it.
+    Followed: links to files inside the folder (--follow-links: outside it too). Never followed or opened: links to folders, archives inside archives. Capped: a file's size, a zip's size and expanded total (a member listed many times is read once), a .docx's XML, pages per PDF (a page its page tree lists many times is read once); HTML nested past 2,048 levels, or with an element of more than 1,000 children, is read without main-text selection and flagged. Refused with one line: an --out folder that holds anything but an index made by this command, an index of another folder (unless --other-folder), the indexed folder itself as --out, a second run on an index while one is writing it.
 
     A file that cannot be read (encrypted, broken, binary, empty, over a cap, a FIFO or device, a link not followed) never stops the run: INDEX/index_report.json lists every one with its reason; the terminal shows the first ten of each kind, control characters escaped. Exit code 0, or 2 for a bad folder or --out."""
     from sanctuary_local.corpus.build import REPORT_NAME, build_index
@@ -57,7 +58,8 @@ def index(
             bar.update(task, completed=done, total=total, description=_shown(path[-60:]))
 
         with _library_warnings(console):
-            rep = build_index(folder, out, segment_tokens=segment_tokens, limits=limits, progress=tick)
+            rep = build_index(folder, out, segment_tokens=segment_tokens, limits=limits, other_folder=other_folder,
+                              progress=tick)
     size = f"{rep.text_bytes / 1e6:.1f} MB" if rep.text_bytes >= 1e6 else f"{rep.text_bytes / 1e3:.1f} kB"
     _say(console, f"index {_shown(str(out))} ({rep.generation}): {rep.indexed} files read, {rep.reused} unchanged, "
                   f"{rep.removed} removed; {rep.units} documents, {rep.segments} segments, {size} of text "

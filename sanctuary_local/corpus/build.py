@@ -142,21 +142,22 @@ def _next_name(out: Path, live: str | None) -> str:
 
 
 def build_index(root: Path, out: Path, *, segment_tokens: int = 500, k1: float = 1.5, b: float = 0.75,
-                limits: Limits | None = None,
+                limits: Limits | None = None, other_folder: bool = False,
                 progress: Callable[[int, int, str], None] | None = None) -> IndexReport:
     """Index the files under ``root`` into ``out`` (module doc); ``progress(done, total,
     path)`` is called before the first file and after each (a zip archive counts as one). ``limits``: the caps and the
-    link policy (``limits.py``; the defaults when None)."""
+    link policy (``limits.py``; the defaults when None). ``other_folder``: ``out`` may be an index of
+    another folder, which then becomes an index of ``root`` (refused by default: ``check_out``)."""
     root, out = Path(root), Path(out)
     if not root.is_dir():
         raise UserError(f"{root}: not a folder (index expects a folder of documents)")
-    check_out(out, root)  # before anything is written: a folder of the user's own files is refused
+    check_out(out, root, other_folder)  # before anything is written: a folder of the user's own files is refused
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"{out}: cannot create the index folder: {exc.strerror or exc}") from None
     with IndexLock(out):
-        check_out(out, root)  # again, now that no other run can change it
+        check_out(out, root, other_folder)  # again, now that no other run can change it
         write_marker(out)
         try:
             return _build(root, out, segment_tokens, k1, b, limits or Limits(), progress)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import orjson
 
-from sanctuary_local.corpus.index import CURRENT, INDEX_FORMAT
+from sanctuary_local.corpus.index import CURRENT, INDEX_FORMAT, live_manifest
 from sanctuary_local.corpus.names import printable
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import atomic_write_bytes, read_regular
@@ -78,10 +78,11 @@ def _legacy_format(out: Path) -> str | None:
     return manifest.get("format") if isinstance(manifest, dict) and isinstance(manifest.get("format"), str) else None
 
 
-def check_out(out: Path, root: Path) -> bool:
+def check_out(out: Path, root: Path, other_folder: bool = False) -> bool:
     """Refuse (``UserError``, one line) an ``out`` that ``index`` must not write into;
     True when it already holds an index (marker or earlier index), False when it is
-    absent or empty (module doc)."""
+    absent or empty (module doc). An index of another folder is refused too, unless
+    ``other_folder``: updating it from ``root`` would drop every document of that folder."""
     out, root = Path(out), Path(root)
     if not os.path.lexists(out):
         return False
@@ -106,7 +107,24 @@ def check_out(out: Path, root: Path) -> bool:
     if fmt != INDEX_FORMAT:
         raise UserError(f"{out}: holds an index of format {fmt!r}, not this version's {INDEX_FORMAT!r}; "
                         f"index into a new folder, or delete this one first")
+    if not other_folder:
+        _check_same_folder(out, root)
     return True
+
+
+def _check_same_folder(out: Path, root: Path) -> None:
+    """Refuse to update the index of one folder from another (it would silently swap its
+    documents): the live manifest's ``root`` must be ``root``. An index with no live
+    generation yet (a first run that was stopped) has no folder to compare."""
+    try:
+        _, manifest = live_manifest(out)
+    except UserError:
+        return
+    indexed = manifest.get("root")
+    if isinstance(indexed, str) and indexed != str(root.resolve()):
+        raise UserError(f"{out}: is the index of {printable(indexed)}, not of {printable(str(root.resolve()))}; give this "
+                        f"folder its own --out, or add --other-folder to make {out} an index of it instead "
+                        f"(the documents of {printable(indexed)} leave it)")
 
 
 def write_marker(out: Path) -> None:
