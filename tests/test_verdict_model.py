@@ -510,3 +510,26 @@ def test_fit_rule_on_retrieved_evidence(train_evidence: tuple[Path, Path], tmp_p
                  "--evidence", str(path)]) in (0, None)
     rule = json.loads((tmp_path / "m" / "decision_rule.json").read_text())
     assert rule["evidence"] == str(path) and rule["claims_fitted"] == 4 and len(rule["offsets"]) == 4
+
+
+def test_a_passage_that_barely_moves_the_label_is_not_quoted_as_weighing() -> None:
+    """With the shipped default, leaving out 'Traffic was heavy on Saturday.' lowers Refuted by
+    ~0.004: it used to be quoted as weighing most, 'without it Refuted falls by 0.00' (a
+    newcomer's walkthrough found this confusing). A passage is quoted only when its drop
+    shows as at least 0.01."""
+    from sanctuary_local.config.settings import load_config
+    from sanctuary_local.records import Chunk, Claim, ClaimEvidence, EvidenceSnippet, HydeResult, Query, QueryEvidence
+    from sanctuary_local.stages.verdict import line as verdict
+    from sanctuary_local.stages.verdict.trained import MIN_WEIGHT, load_trained
+
+    cfg = load_config("cpu")
+    texts = (("When did the bridge open?", "Millbrook council met on Tuesday."),
+             ("Who built it?", "Traffic was heavy on Saturday."))
+    qs = tuple(QueryEvidence(Query(0, i, q), (EvidenceSnippet(Chunk(0, i, f"https://example.org/{i}", 0, len(t), t), 0.9),))
+               for i, (q, t) in enumerate(texts))
+    claim = Claim(index=0, text="The Harlow Street Bridge in Millbrook opened to traffic on 14 September 2024.")
+    (p,) = verdict.run_verdict([claim], [HydeResult(0, None, ())], [ClaimEvidence(0, qs)], None, cfg.verdict,
+                               trained=load_trained(cfg.verdict.trained_model))
+    assert "falls by 0.00" not in p.justification, p.justification
+    assert all(w["weight"] >= MIN_WEIGHT for w in p.meta["weighs_most"])
+    assert "No single passage moves the label" in p.justification, p.justification

@@ -27,6 +27,9 @@ from sanctuary_local.verdict_model.inputs import VerdictInput, from_queries, wit
 MAX_PAIRS = 10
 #: Passages quoted in the justification, and words quoted from each.
 JUSTIFY_PASSAGES = 3
+#: The least drop in the label's probability for which a passage is quoted as weighing for it: one that
+#: rounds to 0.00 would read "without it Refuted falls by 0.00" (a newcomer's walkthrough).
+MIN_WEIGHT = 0.005
 QUOTE_WORDS = 30
 
 
@@ -118,7 +121,8 @@ def justify(drafts: list[Draft], ctx: Context) -> list[Draft]:
         p = d.scores.probabilities[LABELS.index(d.label)]
         ranked = ", ".join(f"{lab} {shown(q)}" for lab, q in sorted(zip(LABELS, d.scores.probabilities), key=lambda kv: -kv[1]))
         text = f"{d.label} (trained verdict model; label probabilities: {ranked})."
-        weighed = distinct_passages([(w, k) for w, k in _weights(tv.model, x, d.label, p) if w > 0], x)[:JUSTIFY_PASSAGES]
+        weighed = distinct_passages([(w, k) for w, k in _weights(tv.model, x, d.label, p) if w >= MIN_WEIGHT],
+                                    x)[:JUSTIFY_PASSAGES]
         if weighed:
             quotes = [f'[{n}] "{_quote(x.pairs[k].answer)}" ({x.pairs[k].url or "no URL"}; '
                       f"without it {d.label} falls by {w:.2f})" for n, (w, k) in enumerate(weighed, 1)]
