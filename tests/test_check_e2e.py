@@ -7,6 +7,7 @@ itself for text and Markdown) and the cited HTML report. Never answer quality.""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
@@ -53,8 +54,25 @@ def test_index_then_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
         if "of its extracted text" in line:
             spans = line.split(": characters ", 1)[1].split(" of its extracted text", 1)[0].split(", ")
             assert len(spans) == len(set(spans)), line
+    asked = [ln.split(". ", 1)[1] for ln in printed.splitlines() if re.match(r"  Q\d+\. ", ln)]
+    assert asked and len(asked) == len(set(asked)), printed  # each question once, its answers under it
+    if "  flags: " in printed:
+        assert "What the flags mean" in printed, printed
     preds = orjson.loads((out / "run" / "predictions.json").read_bytes())
     assert preds[0]["claim"].startswith("Water boils") and preds[0]["pred_label"] in LABELS
 
     html = page.read_text(encoding="utf-8")
     assert "<mark" in html and "Water boils at 70 degrees" in html and "store-note" not in html
+
+
+def test_a_printed_answer_is_the_part_nearest_its_question() -> None:
+    """The console shows a snippet's sentences nearest the question and the claim, not its first
+    400 characters (a newcomer's walkthrough: the 70 °C sentence that decides the claim was cut off)."""
+    from sanctuary_local.cli.check_cmd import EXCERPT_WORDS, _excerpt
+
+    filler = "Mountains are tall and the air is thin up there. " * 12
+    answer = filler + "On the summit of Mount Everest water boils at about 70 degrees Celsius. " + filler
+    shown = _excerpt(answer, "At what temperature does water boil on Everest?", "Water boils at 70 degrees on Everest.")
+    assert "70 degrees Celsius" in shown and shown.startswith("… ") and shown.endswith("…")
+    assert len(shown.split()) <= EXCERPT_WORDS + 2
+    assert _excerpt("Short answer.", "q", "c") == "Short answer."

@@ -100,7 +100,7 @@ def print_check(pred: Any, corpus: Path, console: Any = None) -> list[Any]:
     from rich.console import Console
     from rich.markup import escape
 
-    from sanctuary_local.cli.run_cmd import label_scores_line
+    from sanctuary_local.cli.run_cmd import _print_flag_legend, label_scores_line
     from sanctuary_local.corpus.cite import cite_prediction
     from sanctuary_local.corpus.index import CorpusIndex
 
@@ -116,12 +116,15 @@ def print_check(pred: Any, corpus: Path, console: Any = None) -> list[Any]:
     console.print(f"[bold]justification[/]: {escape(pred.justification)}", highlight=False)
     console.print("[bold]evidence[/]:" if cited else "[bold]evidence[/]: none found in the corpus")
     sources: dict[tuple[str, int], int] = {}
-    for i, c in enumerate(cited, start=1):
-        s = c.source
-        n = sources.setdefault((s.path, s.page), len(sources) + 1)
-        answer = " ".join(c.answer.split())
-        console.print(f"  Q{i}. {escape(c.question)}", highlight=False)
-        console.print(f"      A: {escape(answer[:400] + ('…' if len(answer) > 400 else ''))}  [{n}]", highlight=False)
+    questions: dict[str, list[Any]] = {}  # each question once, its answers under it (stage 3 reads a question's top snippets)
+    for c in cited:
+        sources.setdefault((c.source.path, c.source.page), len(sources) + 1)
+        questions.setdefault(c.question, []).append(c)
+    for i, (question, answers) in enumerate(questions.items(), start=1):
+        console.print(f"  Q{i}. {escape(question)}", highlight=False)
+        for c in answers:
+            excerpt = _excerpt(c.answer, question, pred.claim)
+            console.print(f"      A: {escape(excerpt)}  [{sources[(c.source.path, c.source.page)]}]", highlight=False)
     if cited:
         console.print("[bold]sources[/]:")
     shown: set[int] = set()
@@ -137,7 +140,23 @@ def print_check(pred: Any, corpus: Path, console: Any = None) -> list[Any]:
         extra = f"  {s.url}" if s.url else ""
         console.print(f"  [{n}] {escape(where)}: characters {escape(', '.join(spans))} of its extracted text{escape(extra)}",
                       highlight=False, soft_wrap=True)
+    if pred.flags:
+        _print_flag_legend(console, list(pred.flags))
     return cited
+
+
+#: Words of a snippet printed under its question (the report shows it whole).
+EXCERPT_WORDS = 60
+
+
+def _excerpt(answer: str, question: str, claim: str) -> str:
+    """The part of a snippet printed: its run of whole sentences nearest the question and the
+    claim (``verdict_model.inputs.focused``), marked with … where text before or after is left out."""
+    from sanctuary_local.verdict_model.inputs import focused
+
+    text = " ".join(answer.split())
+    part = focused(text, question, claim, EXCERPT_WORDS).removesuffix(" …")
+    return ("" if text.startswith(part) else "… ") + part + ("" if text.endswith(part) else " …")
 
 
 def register(app: typer.Typer) -> None:
