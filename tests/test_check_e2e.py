@@ -63,6 +63,7 @@ def test_index_then_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
 
     html = page.read_text(encoding="utf-8")
     assert "<mark" in html and "Water boils at 70 degrees" in html and "store-note" not in html
+    assert 'href="index.html"' not in html  # the page stands alone: no link to an index that is not there
 
 
 def test_a_printed_answer_is_the_part_nearest_its_question() -> None:

@@ -88,7 +88,7 @@ def _write_report(run_dir: Path, pred: Any, dest: Path) -> None:
     from sanctuary_local.report.build import write_report
     from sanctuary_local.report.pages import page_name
 
-    write_report(run_dir, run_dir / "report")
+    write_report(run_dir, run_dir / "report", alone=True)  # one page, no index beside it: no "All claims" link
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run_dir / "report" / page_name(pred), dest)  # self-contained: inline CSS, no links out
     print(f"report: {dest}")

@@ -160,10 +160,12 @@ def _read_predictions(run_dir: Path, claims_range: str | None) -> list[Predictio
 
 
 def write_report(run_dir: Path, out: Path | None = None, store: Path | None = None,
-                 progress: Callable[[int, int], None] | None = None, claims_range: str | None = None) -> ReportSummary:
+                 progress: Callable[[int, int], None] | None = None, claims_range: str | None = None,
+                 alone: bool = False) -> ReportSummary:
     """Write ``index.html`` and one ``claim_<index>.html`` per prediction (those in
     ``claims_range`` when given) into ``out`` (default ``run_dir/report``);
-    ``progress(done, total)`` is called before the first page and after each."""
+    ``progress(done, total)`` is called before the first page and after each. ``alone``: the
+    claim pages are meant to be read alone (``check --report``), without a link to the index."""
     tick = progress or (lambda done, total: None)
     run_dir = Path(run_dir)
     preds = _read_predictions(run_dir, claims_range)
@@ -177,7 +179,8 @@ def write_report(run_dir: Path, out: Path | None = None, store: Path | None = No
     tick(0, len(preds))
     for i, p in enumerate(preds, start=1):
         docs, reason = _claim_docs(ks, why_not, p.claim_index)
-        _write(out / page_name(p), render_claim(p, claim_snippets(p, stage2.get(p.claim_index)), docs, reason))
+        _write(out / page_name(p), render_claim(p, claim_snippets(p, stage2.get(p.claim_index)), docs, reason,
+                                                        alone=alone))
         tick(i, len(preds))
     _write(out / "index.html", render_index(run_dir.resolve().name, preds, run_info(run_dir)))
     return ReportSummary(out / "index.html", len(preds), why_not)

@@ -162,14 +162,19 @@ def _evidence_block(s: ReportSnippet, doc_text: str | None) -> str:
         score="?" if s.score is None else f"{s.score:.3f}", context=snippet_in_context(s, doc_text))
 
 
+#: The claim page's link back to the run's index page (left out of a page that stands alone).
+ALL_CLAIMS_LINK = '<a href="index.html">All claims</a> ·'
+
+
 def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int, str] | None,
-                 no_docs_reason: str = "the knowledge store could not be read") -> str:
+                 no_docs_reason: str = "the knowledge store could not be read", alone: bool = False) -> str:
     """One claim's page; ``docs`` maps document position → text (None: no store, for
-    ``no_docs_reason``, which the page states)."""
+    ``no_docs_reason``, which the page states). ``alone``: a page with no index page beside
+    it (``check --report``), so without the link to one."""
     blocks = [_evidence_block(s, None if docs is None else docs.get(s.doc_position, "")) for s in snippets]
     note = "" if docs is not None else _template("report_store_note.html").substitute(reason=html.escape(no_docs_reason))
     return _template("report_claim.html").substitute(
-        css=_template("report.css").template, claim_index=pred.claim_index, claim_id=html.escape(str(pred.claim_id)),
+        css=_template("report.css").template, all_claims="" if alone else ALL_CLAIMS_LINK, claim_index=pred.claim_index, claim_id=html.escape(str(pred.claim_id)),
         claim=html.escape(pred.claim),
         verdict=html.escape(pred.label), verdict_class=re.sub(r"[^A-Za-z]", "", pred.label),
         provisional=html.escape(pred.provisional_label or "none"), flags=_flags_html(tuple(map(str, pred.flags))),
