@@ -200,3 +200,14 @@ def test_an_index_of_another_folder_is_not_swapped_silently(tmp_path: Path, caps
     assert main(["index", str(first), "--out", str(out), "--quiet"]) == 0  # its own folder: still updated
     assert main(["index", str(second), "--out", str(out), "--quiet", "--other-folder"]) == 0
     assert _paths(out) == {"b.txt"}
+
+
+def test_a_folder_that_does_not_exist_is_named_as_missing(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """It used to say 'not a folder', as for a file; `check --corpus` already says 'does not exist'."""
+    assert main(["index", str(tmp_path / "nope"), "--out", str(tmp_path / "ix"), "--quiet"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: ") and "does not exist" in line, line
+    assert not (tmp_path / "ix").exists()
+    (tmp_path / "file.txt").write_text("x")
+    assert main(["index", str(tmp_path / "file.txt"), "--out", str(tmp_path / "ix"), "--quiet"]) == 2
+    assert "not a folder" in capsys.readouterr().err

@@ -149,6 +149,8 @@ def build_index(root: Path, out: Path, *, segment_tokens: int = 500, k1: float =
     link policy (``limits.py``; the defaults when None). ``other_folder``: ``out`` may be an index of
     another folder, which then becomes an index of ``root`` (refused by default: ``check_out``)."""
     root, out = Path(root), Path(out)
+    if not os.path.lexists(root):
+        raise UserError(f"{root}: the folder does not exist (index expects a folder of documents)")
     if not root.is_dir():
         raise UserError(f"{root}: not a folder (index expects a folder of documents)")
     check_out(out, root, other_folder)  # before anything is written: a folder of the user's own files is refused
