@@ -69,11 +69,13 @@ def test_index_then_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
 def test_a_printed_answer_is_the_part_nearest_its_question() -> None:
     """The console shows a snippet's sentences nearest the question and the claim, not its first
     400 characters (a newcomer's walkthrough: the 70 °C sentence that decides the claim was cut off)."""
-    from sanctuary_local.cli.check_cmd import EXCERPT_WORDS, _excerpt
+    from sanctuary_local.cli.check_cmd import EXCERPT_WORDS
+    from sanctuary_local.verdict_model.inputs import excerpt
 
     filler = "Mountains are tall and the air is thin up there. " * 12
     answer = filler + "On the summit of Mount Everest water boils at about 70 degrees Celsius. " + filler
-    shown = _excerpt(answer, "At what temperature does water boil on Everest?", "Water boils at 70 degrees on Everest.")
+    shown = excerpt(answer, "At what temperature does water boil on Everest?", "Water boils at 70 degrees on Everest.",
+                    EXCERPT_WORDS)
     assert "70 degrees Celsius" in shown and shown.startswith("… ") and shown.endswith("…")
     assert len(shown.split()) <= EXCERPT_WORDS + 2
-    assert _excerpt("Short answer.", "q", "c") == "Short answer."
+    assert excerpt("Short answer.", "q", "c", EXCERPT_WORDS) == "Short answer."

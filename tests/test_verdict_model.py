@@ -533,3 +533,24 @@ def test_a_passage_that_barely_moves_the_label_is_not_quoted_as_weighing() -> No
     assert "falls by 0.00" not in p.justification, p.justification
     assert all(w["weight"] >= MIN_WEIGHT for w in p.meta["weighs_most"])
     assert "No single passage moves the label" in p.justification, p.justification
+
+
+def test_the_justification_quotes_the_part_of_a_passage_nearest_the_claim() -> None:
+    """A quoted passage is its 30 words nearest its question and the claim, not its first 30,
+    which stopped short of the sentence that decides (a newcomer's walkthrough: the Everest
+    PDF's 70 °C sentence was cut off in the same way)."""
+    from sanctuary_local.config.settings import load_config
+    from sanctuary_local.records import Chunk, Claim, ClaimEvidence, EvidenceSnippet, HydeResult, Query, QueryEvidence
+    from sanctuary_local.stages.verdict import line as verdict
+    from sanctuary_local.stages.verdict.trained import load_trained
+
+    cfg = load_config("cpu")
+    text = ("Air pressure falls with altitude, so on any mountain the air above it presses less and less as you "
+            "climb. On the summit of Mount Everest water boils at roughly 70 degrees Celsius. This is a hoax and fake news.")
+    qs = tuple(QueryEvidence(Query(0, i, q), (EvidenceSnippet(Chunk(0, i, f"https://example.org/{i}", 0, len(t), t), 0.9),))
+               for i, (q, t) in enumerate((("Is the claim true?", text), ("Other?", "Page 2 of 3."))))
+    claim = Claim(index=0, text="Water boils at 70 degrees Celsius on the summit of Mount Everest.")
+    (p,) = verdict.run_verdict([claim], [HydeResult(0, None, ())], [ClaimEvidence(0, qs)], None, cfg.verdict,
+                               trained=load_trained(cfg.verdict.trained_model))
+    assert p.label == "Refuted" and [w["pair"] for w in p.meta["weighs_most"]] == [0], p.justification
+    assert '"… On the summit of Mount Everest water boils at roughly 70 degrees Celsius.' in p.justification, p.justification

@@ -103,6 +103,7 @@ def print_check(pred: Any, corpus: Path, console: Any = None) -> list[Any]:
     from sanctuary_local.cli.run_cmd import _print_flag_legend, label_scores_line
     from sanctuary_local.corpus.cite import cite_prediction
     from sanctuary_local.corpus.index import CorpusIndex
+    from sanctuary_local.verdict_model.inputs import excerpt
 
     console = console or Console(width=max(100, shutil.get_terminal_size((100, 20)).columns))
     index = CorpusIndex(corpus)
@@ -123,8 +124,8 @@ def print_check(pred: Any, corpus: Path, console: Any = None) -> list[Any]:
     for i, (question, answers) in enumerate(questions.items(), start=1):
         console.print(f"  Q{i}. {escape(question)}", highlight=False)
         for c in answers:
-            excerpt = _excerpt(c.answer, question, pred.claim)
-            console.print(f"      A: {escape(excerpt)}  [{sources[(c.source.path, c.source.page)]}]", highlight=False)
+            shown = excerpt(c.answer, question, pred.claim, EXCERPT_WORDS)  # the report shows it whole
+            console.print(f"      A: {escape(shown)}  [{sources[(c.source.path, c.source.page)]}]", highlight=False)
     if cited:
         console.print("[bold]sources[/]:")
     shown: set[int] = set()
@@ -145,18 +146,9 @@ def print_check(pred: Any, corpus: Path, console: Any = None) -> list[Any]:
     return cited
 
 
-#: Words of a snippet printed under its question (the report shows it whole).
+#: Words of a snippet printed under its question (``verdict_model.inputs.excerpt``; the report shows it whole).
 EXCERPT_WORDS = 60
 
-
-def _excerpt(answer: str, question: str, claim: str) -> str:
-    """The part of a snippet printed: its run of whole sentences nearest the question and the
-    claim (``verdict_model.inputs.focused``), marked with … where text before or after is left out."""
-    from sanctuary_local.verdict_model.inputs import focused
-
-    text = " ".join(answer.split())
-    part = focused(text, question, claim, EXCERPT_WORDS).removesuffix(" …")
-    return ("" if text.startswith(part) else "… ") + part + ("" if text.endswith(part) else " …")
 
 
 def register(app: typer.Typer) -> None:

@@ -121,6 +121,14 @@ def focused(answer: str, question: str, claim: str, words: int) -> str:
     return _cut(best, words)
 
 
+def excerpt(answer: str, question: str, claim: str, words: int) -> str:
+    """What a person is shown of ``answer`` in ``words`` words: its ``focused`` part, marked with
+    … where text before or after it is left out (the console of ``check``, the justification)."""
+    text = " ".join(answer.split())
+    part = focused(text, question, claim, words).removesuffix(" …")
+    return ("" if text.startswith(part) else "… ") + part + ("" if text.endswith(part) else " …")
+
+
 def _answer(p: QAPair, claim: str, words: int, focus: bool) -> str:
     return focused(p.answer, p.question, claim, words) if focus else _cut(p.answer, words)
 

@@ -21,7 +21,7 @@ from typing import Any
 from sanctuary_local.records import LABELS
 from sanctuary_local.stages.verdict.draft import KEPT_PLACES, Context, Draft, LabelScores
 from sanctuary_local.verdict_model.decision import decide
-from sanctuary_local.verdict_model.inputs import VerdictInput, from_queries, without
+from sanctuary_local.verdict_model.inputs import QAPair, VerdictInput, excerpt, from_queries, without
 
 #: Pairs the model reads (the official scorer also reads 10 evidence items).
 MAX_PAIRS = 10
@@ -104,9 +104,10 @@ def shown(q: float) -> str:
     return f"{round(float(q), KEPT_PLACES):.2f}"
 
 
-def _quote(text: str) -> str:
-    words = text.split()
-    return " ".join(words[:QUOTE_WORDS]) + (" …" if len(words) > QUOTE_WORDS else "")
+def _quote(p: QAPair, claim: str) -> str:
+    """A passage as the justification quotes it: its ``QUOTE_WORDS`` words nearest its question and
+    the claim (``inputs.excerpt``), not its first ones, which can stop short of what decides."""
+    return excerpt(p.answer, p.question, claim, QUOTE_WORDS)
 
 
 def justify(drafts: list[Draft], ctx: Context) -> list[Draft]:
@@ -124,7 +125,7 @@ def justify(drafts: list[Draft], ctx: Context) -> list[Draft]:
         weighed = distinct_passages([(w, k) for w, k in _weights(tv.model, x, d.label, p) if w >= MIN_WEIGHT],
                                     x)[:JUSTIFY_PASSAGES]
         if weighed:
-            quotes = [f'[{n}] "{_quote(x.pairs[k].answer)}" ({x.pairs[k].url or "no URL"}; '
+            quotes = [f'[{n}] "{_quote(x.pairs[k], x.claim)}" ({x.pairs[k].url or "no URL"}; '
                       f"without it {d.label} falls by {w:.2f})" for n, (w, k) in enumerate(weighed, 1)]
             text += " The evidence that weighs most for it: " + " ".join(quotes)
         elif not x.pairs:
