@@ -150,6 +150,5 @@ def print_check(pred: Any, corpus: Path, console: Any = None) -> list[Any]:
 EXCERPT_WORDS = 60
 
 
-
 def register(app: typer.Typer) -> None:
     app.command("check")(check)

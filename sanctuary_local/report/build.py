@@ -179,8 +179,8 @@ def write_report(run_dir: Path, out: Path | None = None, store: Path | None = No
     tick(0, len(preds))
     for i, p in enumerate(preds, start=1):
         docs, reason = _claim_docs(ks, why_not, p.claim_index)
-        _write(out / page_name(p), render_claim(p, claim_snippets(p, stage2.get(p.claim_index)), docs, reason,
-                                                        alone=alone))
+        page = render_claim(p, claim_snippets(p, stage2.get(p.claim_index)), docs, reason, alone=alone)
+        _write(out / page_name(p), page)
         tick(i, len(preds))
     _write(out / "index.html", render_index(run_dir.resolve().name, preds, run_info(run_dir)))
     return ReportSummary(out / "index.html", len(preds), why_not)

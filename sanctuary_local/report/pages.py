@@ -174,7 +174,8 @@ def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int
     blocks = [_evidence_block(s, None if docs is None else docs.get(s.doc_position, "")) for s in snippets]
     note = "" if docs is not None else _template("report_store_note.html").substitute(reason=html.escape(no_docs_reason))
     return _template("report_claim.html").substitute(
-        css=_template("report.css").template, all_claims="" if alone else ALL_CLAIMS_LINK, claim_index=pred.claim_index, claim_id=html.escape(str(pred.claim_id)),
+        css=_template("report.css").template, all_claims="" if alone else ALL_CLAIMS_LINK,
+        claim_index=pred.claim_index, claim_id=html.escape(str(pred.claim_id)),
         claim=html.escape(pred.claim),
         verdict=html.escape(pred.label), verdict_class=re.sub(r"[^A-Za-z]", "", pred.label),
         provisional=html.escape(pred.provisional_label or "none"), flags=_flags_html(tuple(map(str, pred.flags))),
