@@ -104,11 +104,11 @@ PAIRINGS: dict[str, Callable[[VerdictInput, QAPair], tuple[str, str]]] = {
 
 def features(nli: Nli, xs: list[VerdictInput], pairing: str = "question + answer -> claim") -> np.ndarray:
     """Per claim: max, mean, min, share > 0.5, share > 0.9 of its pairs' P(contradicted)."""
-    owner = [i for i, x in enumerate(xs) for _ in x.pairs]
+    owner = np.array([i for i, x in enumerate(xs) for _ in x.pairs])
     p = nli([PAIRINGS[pairing](x, q) for x in xs for q in x.pairs])
     out = np.zeros((len(xs), 5))
     for i in range(len(xs)):
-        m = p[np.array(owner) == i]
+        m = p[owner == i]
         if len(m):
             out[i] = [m.max(), m.mean(), m.min(), (m > 0.5).mean(), (m > 0.9).mean()]
     return out

@@ -100,7 +100,7 @@ def print_check(pred: Any, corpus: Path, console: Any = None) -> list[Any]:
     from rich.console import Console
     from rich.markup import escape
 
-    from sanctuary_local.cli.run_cmd import _print_flag_legend, label_scores_line
+    from sanctuary_local.cli.run_cmd import print_flag_legend, label_scores_line
     from sanctuary_local.corpus.cite import cite_prediction
     from sanctuary_local.corpus.index import CorpusIndex
     from sanctuary_local.verdict_model.inputs import excerpt
@@ -142,7 +142,7 @@ def print_check(pred: Any, corpus: Path, console: Any = None) -> list[Any]:
         console.print(f"  [{n}] {escape(where)}: characters {escape(', '.join(spans))} of its extracted text{escape(extra)}",
                       highlight=False, soft_wrap=True)
     if pred.flags:
-        _print_flag_legend(console, list(pred.flags))
+        print_flag_legend(console, list(pred.flags))
     return cited
 
 

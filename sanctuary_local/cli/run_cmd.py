@@ -137,7 +137,7 @@ def print_verdicts(summary: Any, claims: Path, console: Any = None) -> None:
         n = sum(1 for p in summary.predictions if gold.get(p.claim_index) == p.label)
         console.print(f"\n{n} of {len(summary.predictions)} verdicts match the gold labels in {escape(str(claims))}.",
                       highlight=False, soft_wrap=True)
-    _print_flag_legend(console, flags)
+    print_flag_legend(console, flags)
     _print_next_steps(console, summary, claims)
 
 
@@ -166,7 +166,7 @@ def _gold_labels(claims: Path) -> dict[int, str]:
         return {}
 
 
-def _print_flag_legend(console: Any, flags: list[str]) -> None:
+def print_flag_legend(console: Any, flags: list[str]) -> None:
     from rich.markup import escape
 
     from sanctuary_local.flag_help import legend

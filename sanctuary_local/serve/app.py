@@ -71,7 +71,7 @@ def check_settings(s: ServeSettings) -> None:
     an open server without a token, a token that could never match, a port or body cap out
     of range, a folder that is no index, a ``--data`` inside the index, a ``--profile`` or
     ``--set`` that does not load (the config is resolved here; no model is loaded), a model
-    of it that is not installed (``check_models``)."""
+    or package of it that is not installed (``check_models``)."""
     if s.token is not None:
         _check_token(s.token)
     if not is_loopback(s.host) and not s.token:
