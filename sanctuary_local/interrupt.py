@@ -17,16 +17,18 @@ convention for "ended by this signal".
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 from sanctuary_local import procs
 
-__all__ = ["RunInterrupted", "StopRequest", "exit_code_for"]
+__all__ = ["RunInterrupted", "StopRequest", "exit_code_for", "exit_stopped"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -34,6 +36,21 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 def exit_code_for(signum: int) -> int:
     """128 + signum: 130 for SIGINT, 143 for SIGTERM."""
     return 128 + int(signum)
+
+
+def exit_stopped(code: int) -> NoReturn:
+    """End a stopped run now with ``code``, skipping interpreter shutdown: freeing the
+    models and the native libraries' exit handlers can take a second, and partway through
+    it Python puts back the default handlers, so a second Ctrl-C there killed the process
+    by the signal (no exit 130, no resume hint). Stage files are fsync'ed already; the
+    logs and stdio are flushed here. Call it after the ``StopRequest`` block has closed."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 class RunInterrupted(Exception):
@@ -55,7 +72,7 @@ class StopRequest:
     Used as a context manager from the main thread, it takes over SIGINT and SIGTERM
     (no KeyboardInterrupt: a thread acts on them, see ``_watch``, through
     ``signal.set_wakeup_fd``, which it owns meanwhile) and restores the previous handlers
-    on exit; from another thread it is a plain flag. ``hint`` is printed when the process stops (the
+    on exit, unless a signal came: then a later one still stops at once; from another thread it is a plain flag. ``hint`` is printed when the process stops (the
     command to resume); ``exclude_pids`` are children a hard stop leaves alone (the orphan
     guard, which cleans up after us). ``grace_s``: after the first signal, the seconds the
     run has to stop by itself before a hard stop (None: as long as it takes);
@@ -73,6 +90,7 @@ class StopRequest:
         self._previous: dict[int, Any] = {}
         self._previous_fd = -1
         self._pipe: tuple[int, int] | None = None
+        self._signalled = False
 
     @property
     def requested(self) -> bool:
@@ -88,6 +106,7 @@ class StopRequest:
     def _on_signal(self, signum: int) -> None:
         if self.requested:
             self.hard_stop(signum)
+        self._signalled = True
         self.request(signum)
         name = signal.Signals(signum).name
         if self.grace_s is None:
@@ -111,6 +130,9 @@ class StopRequest:
         kids = procs.descendants(os.getpid()) if os.path.exists("/proc/self/stat") else {}
         procs.signal_all((p for p in kids if p not in self.exclude_pids), signal.SIGTERM)
         os._exit(exit_code_for(signum))
+
+    def _second_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.hard_stop(signum)
 
     def _watch(self, fd: int) -> None:
         """Acts on the signal numbers the C-level handler writes to the wakeup fd: this
@@ -140,7 +162,10 @@ class StopRequest:
         if self._pipe is None:
             return
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+            # After a signal the process is on its way out (printing the summary, ending
+            # its children): a second signal still means "stop at once", exit 128+signum,
+            # never a KeyboardInterrupt traceback or death by the signal.
+            signal.signal(sig, self._second_signal if self._signalled else handler)
         self._previous.clear()
         signal.set_wakeup_fd(self._previous_fd)
         os.close(self._pipe[1])  # the watcher reads EOF and ends

@@ -25,15 +25,64 @@ def _wait(cond, timeout: float = 5.0) -> bool:
     return cond()
 
 
-def test_first_signal_only_sets_the_flag_and_handlers_are_restored() -> None:
+def test_handlers_are_restored_when_no_signal_came() -> None:
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     with StopRequest(hint="resume hint") as stop:
-        assert not stop.requested
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert _wait(lambda: stop.requested)
-        assert stop.signum == signal.SIGTERM
+        assert signal.getsignal(signal.SIGINT) != before[1]  # taken over meanwhile
+        stop.request(signal.SIGTERM)  # a request from code is not a signal
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
     assert signal.set_wakeup_fd(-1) == -1  # the wakeup fd was handed back
+
+
+FIRST_SCRIPT = """
+    import os, signal, time
+    from sanctuary_local.interrupt import StopRequest
+
+    with StopRequest(hint="resume hint") as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        while not stop.requested:
+            time.sleep(0.01)
+    assert stop.signum == signal.SIGTERM
+    assert signal.set_wakeup_fd(-1) == -1  # the wakeup fd was handed back
+    print("flag only", flush=True)
+"""
+
+
+def test_first_signal_only_sets_the_flag(tmp_path: Path) -> None:
+    path = tmp_path / "first.py"
+    path.write_text(textwrap.dedent(FIRST_SCRIPT))
+    res = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr
+    assert "flag only" in res.stdout and "SIGTERM: finishing the claim in flight" in res.stderr
+
+
+AFTER_SCRIPT = """
+    import os, signal, time
+    from sanctuary_local.interrupt import StopRequest
+
+    with StopRequest(hint="RESUME WITH: same command") as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        while not stop.requested:
+            time.sleep(0.01)
+    print("saved; printing the summary", flush=True)
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C again while the run winds down
+    time.sleep(5)
+    print("not reached")
+"""
+
+
+def test_a_second_signal_after_the_stop_point_still_stops_at_once(tmp_path: Path) -> None:
+    """CI caught this: the run reached its stop point and restored Python's handlers, so
+    the second Ctrl-C killed it by the signal (-2, no resume hint), not exit 130."""
+    path = tmp_path / "after.py"
+    path.write_text(textwrap.dedent(AFTER_SCRIPT))
+    res = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 130, (res.returncode, res.stderr)
+    assert "saved; printing the summary" in res.stdout and "not reached" not in res.stdout
+    assert "SIGINT again: stopping at once" in res.stderr and "RESUME WITH: same command" in res.stderr
+    assert "KeyboardInterrupt" not in res.stderr
 
 
 def test_exit_codes_follow_the_shell_convention() -> None:

@@ -63,7 +63,7 @@ def run(
     Rerun the same command to resume after a crash or Ctrl-C: finished claims are kept. Other data, settings, prompts, code or models are refused unless --force or --restart (docs/resume.md).
 
     Exit code 0: all claims clean; 3: some claims degraded (flagged); 2: bad input, or --out cannot be written; 130 / 143: stopped by Ctrl-C / SIGTERM."""
-    from sanctuary_local.interrupt import RunInterrupted, StopRequest
+    from sanctuary_local.interrupt import RunInterrupted, StopRequest, exit_stopped
     from sanctuary_local.pipeline import RunOptions, run_pipeline
     from sanctuary_local.procs import OrphanGuard
 
@@ -96,12 +96,15 @@ def run(
     )
     hint = f"to resume, run the same command again (from {os.getcwd()}):\n  {shlex.join(opts.argv)}"
     # The guard ends this run's child processes if it dies without cleaning up (kill -9, OOM).
+    stopped: int | None = None
     with OrphanGuard() as guard, StopRequest(hint=hint, exclude_pids=(guard.pid or 0,)) as stop:
         try:
             summary = run_pipeline(opts, stop=stop)
         except RunInterrupted as exc:
             print(f"stopped: {exc}\n{hint}", file=sys.stderr, flush=True)
-            raise typer.Exit(exc.exit_code) from None
+            stopped = exc.exit_code
+    if stopped is not None:  # the guard is closed: every child has ended
+        exit_stopped(stopped)
     if not quiet:
         print_verdicts(summary, claims)
     raise typer.Exit(summary.exit_code)
