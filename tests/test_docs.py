@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 MAX_README_LINES = 300
+MAX_README_WORDS = 1200
 #: Wide enough that rich never wraps an option name in ``--help``.
 WIDE = {"COLUMNS": "250", "TERMINAL_WIDTH": "250"}
 
@@ -244,6 +245,12 @@ def test_the_link_finder_sees_links() -> None:
 def test_readme_is_short() -> None:
     n = len(README.read_text(encoding="utf-8").splitlines())
     assert n <= MAX_README_LINES, f"README.md has {n} lines (at most {MAX_README_LINES}): move detail to docs/"
+
+
+def test_readme_reads_in_five_minutes() -> None:
+    """About 240 words a minute, and tables and commands read slower: at most 1,200 words."""
+    words = len(README.read_text(encoding="utf-8").split())
+    assert words <= MAX_README_WORDS, f"README.md has {words} words (at most {MAX_README_WORDS}): move detail to docs/"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
