@@ -149,3 +149,20 @@ def test_all_below_threshold_keeps_the_best_candidate(retriever) -> None:
     assert ClaimEvidence.from_dict(ev.to_dict()) == ev
     normal = retriever.retrieve(docs, q)
     assert any(x.snippets for x in normal.queries) and normal.below_threshold is None  # kept only when nothing passed
+
+
+def test_a_stop_with_claims_waiting_for_a_worker_ends_the_stage(small_cfg) -> None:
+    """A stop request cancels the claims no worker has started. Their futures used to be
+    cancelled without notifying ``wait``, so stage 2 waited for them forever (a `run`
+    stopped by Ctrl-C in stage 2 with more claims than workers hung, its pool idle)."""
+    import threading
+
+    store = Path(__file__).resolve().parents[1] / "examples" / "store"
+    hyde = [HydeResult(i % 4, None, (Query(i % 4, 0, "Where is the Eiffel Tower?", ()),)) for i in range(8)]
+    out: list[list[ClaimEvidence]] = []
+    t = threading.Thread(target=lambda: out.append(run_retrieval(store, hyde, small_cfg, workers=2,
+                                                                 should_stop=lambda: True)), daemon=True)
+    t.start()
+    t.join(timeout=120)
+    assert not t.is_alive(), "stage 2 did not end after the stop request"
+    assert 0 < len(out[0]) < len(hyde)  # the claims in flight finished, the waiting ones were cancelled

@@ -239,6 +239,7 @@ class RetrievalPool:
             self._inner.discard(f)
             if f.cancelled():  # cancel_pending / close: never started, nothing to record
                 outer.cancel()
+                outer.set_running_or_notify_cancel()  # else concurrent.futures.wait never sees it done
                 return
             try:
                 outer.set_result(f.result())
