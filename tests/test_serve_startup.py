@@ -255,24 +255,29 @@ def test_the_model_check_loads_and_assembles_nothing(index: Path, tmp_path: Path
 
 
 # ------------------------------------------------ S10: a --data that cannot be written
-#: Runs serve_stub.py with every create of DATA/secret (or of its temp file) failing: disk full.
+#: Runs serve_stub.py with every create of the names in $FULL (DATA/secret and its temp file
+#: by default; a file or a folder) failing: disk full.
 FULL_DISK = """import errno, os, runpy, sys
-real = os.open
-def failing(path, flags, *args, **kw):
-    if flags & os.O_CREAT and os.path.basename(os.fspath(path)).startswith(("secret", ".secret.")):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(path))
-    return real(path, flags, *args, **kw)
-os.open = failing
+names = tuple(os.environ.get("FULL", "secret,.secret.").split(","))
+def full(real):
+    def failing(path, *args, **kw):
+        flags = args[0] if real is os.open else os.O_CREAT
+        if flags & os.O_CREAT and os.path.basename(os.fspath(path)).startswith(names):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(path))
+        return real(path, *args, **kw)
+    return failing
+os.open, os.mkdir = full(os.open), full(os.mkdir)
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def _full_disk(index: Path, data: Path) -> subprocess.CompletedProcess[str]:
+def _full_disk(index: Path, data: Path, full: str = "secret,.secret.") -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-c", FULL_DISK, str(STUB), "0", "--corpus", str(index), "--data", str(data),
            "--profile", TINY, "--port", "0"]
     try:
-        return subprocess.run(cmd, env=_env(), cwd=index.parent, capture_output=True, text=True, timeout=LIMIT_S)
+        return subprocess.run(cmd, env=_env(FULL=full), cwd=index.parent, capture_output=True, text=True,
+                              timeout=LIMIT_S)
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(f"serve started without its secret: {exc.stderr!r}") from None
 
@@ -295,6 +300,18 @@ def test_a_failed_start_leaves_an_existing_data_folder_as_it_was(index: Path, tm
     done = _full_disk(index, data)
     assert done.returncode == 2 and "cannot write the server's secret" in done.stderr, done.stderr
     assert tree(data) == before and data.stat().st_mode == mode and sorted(p.name for p in data.iterdir()) == ["mine.txt"]
+
+
+def test_a_checks_folder_that_cannot_be_made_leaves_no_lock_behind(index: Path, tmp_path: Path) -> None:
+    """Before: the refused start left DATA/serve.lock (it was made, then only closed)."""
+    data = tmp_path / "kept"
+    data.mkdir()
+    (data / "mine.txt").write_text("the user's\n")
+    before = tree(data)
+    done = _full_disk(index, data, full="checks")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "cannot use it" in lines[0], done.stderr
+    assert "No space left" in lines[0] and tree(data) == before, sorted(p.name for p in data.iterdir())
 
 
 def test_the_secret_is_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

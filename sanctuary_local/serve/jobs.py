@@ -16,6 +16,7 @@ kills the server). A check a graceful stop interrupted is left ``queued`` and si
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
@@ -80,13 +81,16 @@ class CheckRecord:
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
-def _lock(data: Path) -> int:
-    """``DATA/serve.lock`` (made with ``DATA`` if missing), held with ``flock``; a one-line
-    ``UserError`` when the folder cannot be used or another server holds it. Taken before
-    ``checks/`` is made: a start refused here leaves at most empty folders."""
+def _lock(data: Path) -> tuple[int, bool]:
+    """``DATA/serve.lock`` (made with ``DATA`` if missing), held with ``flock``, and whether
+    this call made the file; a one-line ``UserError`` when the folder cannot be used or
+    another server holds it. Taken before ``checks/`` is made: a start refused here leaves
+    at most empty folders."""
+    path = data / "serve.lock"
     try:
         data.mkdir(parents=True, exist_ok=True)
-        fd = os.open(data / "serve.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        made = not os.path.lexists(path)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
         raise UserError(f"--data {data}: cannot use it: {exc.strerror or exc}") from None
     try:
@@ -94,7 +98,7 @@ def _lock(data: Path) -> int:
     except OSError:
         os.close(fd)
         raise UserError(f"--data {data}: another `sanctuary-local serve` uses this folder") from None
-    return fd
+    return fd, made
 
 
 class CheckStore:
@@ -103,10 +107,13 @@ class CheckStore:
     def __init__(self, data: Path) -> None:
         self.data = Path(data)
         self.dir = self.data / "checks"
-        self._lock_fd = _lock(self.data)
+        self._lock_fd, made = _lock(self.data)
         try:
             self.dir.mkdir(exist_ok=True)
-        except OSError as exc:
+        except OSError as exc:  # e.g. a full disk: leave --data as it was found
+            if made:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.data / "serve.lock")  # still held: no other server can be using it
             os.close(self._lock_fd)
             raise UserError(f"--data {self.data}: cannot use it: {exc.strerror or exc}") from None
         self._mutex = threading.Lock()
