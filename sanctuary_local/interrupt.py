@@ -72,25 +72,21 @@ class StopRequest:
     Used as a context manager from the main thread, it takes over SIGINT and SIGTERM
     (no KeyboardInterrupt: a thread acts on them, see ``_watch``, through
     ``signal.set_wakeup_fd``, which it owns meanwhile) and restores the previous handlers
-    on exit, unless a signal came: then a later one still stops at once; from another thread it is a plain flag. ``hint`` is printed when the process stops (the
-    command to resume); ``exclude_pids`` are children a hard stop leaves alone (the orphan
+    on exit, unless a signal came: then a later one still stops at once; from another
+    thread it is a plain flag. ``hint`` is printed when the process stops (the command to resume); ``exclude_pids`` are children a hard stop leaves alone (the orphan
     guard, which cleans up after us). ``grace_s``: after the first signal, the seconds the
     run has to stop by itself before a hard stop (None: as long as it takes);
     ``on_hard_stop`` runs just before a hard stop exits (e.g. removing a temporary folder)."""
 
     def __init__(self, hint: str = "", exclude_pids: tuple[int, ...] = (), grace_s: float | None = None,
                  on_hard_stop: Callable[[], None] | None = None) -> None:
-        self.hint = hint
-        self.exclude_pids = set(exclude_pids)
-        self.grace_s = grace_s
-        self.on_hard_stop = on_hard_stop
+        self.hint, self.exclude_pids, self.grace_s, self.on_hard_stop = hint, set(exclude_pids), grace_s, on_hard_stop
         self._timer: threading.Timer | None = None
         self.signum: int | None = None
         self._event = threading.Event()
         self._previous: dict[int, Any] = {}
-        self._previous_fd = -1
+        self._previous_fd, self._signalled = -1, False
         self._pipe: tuple[int, int] | None = None
-        self._signalled = False
 
     @property
     def requested(self) -> bool:
