@@ -73,8 +73,9 @@ class StopRequest:
     (no KeyboardInterrupt: a thread acts on them, see ``_watch``, through
     ``signal.set_wakeup_fd``, which it owns meanwhile) and restores the previous handlers
     on exit, unless a signal came: then a later one still stops at once; from another
-    thread it is a plain flag. ``hint`` is printed when the process stops (the command to resume); ``exclude_pids`` are children a hard stop leaves alone (the orphan
-    guard, which cleans up after us). ``grace_s``: after the first signal, the seconds the
+    thread it is a plain flag. ``hint`` is printed when the process stops (the command to
+    resume); ``exclude_pids`` are children a hard stop leaves alone (the orphan guard,
+    which cleans up after us). ``grace_s``: after the first signal, the seconds the
     run has to stop by itself before a hard stop (None: as long as it takes);
     ``on_hard_stop`` runs just before a hard stop exits (e.g. removing a temporary folder)."""
 
