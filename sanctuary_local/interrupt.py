@@ -159,9 +159,8 @@ class StopRequest:
         if self._pipe is None:
             return
         for sig, handler in self._previous.items():
-            # After a signal the process is on its way out (printing the summary, ending
-            # its children): a second signal still means "stop at once", exit 128+signum,
-            # never a KeyboardInterrupt traceback or death by the signal.
+            # After a signal the process is on its way out: a second one still stops at
+            # once (exit 128+signum), never a traceback or death by the signal.
             signal.signal(sig, self._second_signal if self._signalled else handler)
         self._previous.clear()
         signal.set_wakeup_fd(self._previous_fd)
