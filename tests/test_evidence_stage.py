@@ -6,6 +6,7 @@ seconds per claim on 2 shared cores; the maths is the same as with the paper's v
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -166,3 +167,24 @@ def test_a_stop_with_claims_waiting_for_a_worker_ends_the_stage(small_cfg) -> No
     t.join(timeout=120)
     assert not t.is_alive(), "stage 2 did not end after the stop request"
     assert 0 < len(out[0]) < len(hyde)  # the claims in flight finished, the waiting ones were cancelled
+
+
+def test_ctrl_c_while_the_workers_start_is_held_for_them(small_cfg) -> None:
+    """A Ctrl-C reaches the whole process group. A worker still importing (before its
+    initializer ignores SIGINT) used to die of it, with a KeyboardInterrupt traceback on
+    the terminal, and its claims came back flagged as a failed worker."""
+    import signal as sig
+
+    from sanctuary_local import procs
+    from sanctuary_local.stages.evidence import WORKER_FAILED, RetrievalPool
+
+    store = Path(__file__).resolve().parents[1] / "examples" / "store"
+    with RetrievalPool(store, small_cfg, workers=2) as pool:
+        futs = [pool.submit(HydeResult(i, None, (Query(i, 0, "Where is the Eiffel Tower?", ()),))) for i in range(2)]
+        kids = [p for p in procs.descendants(os.getpid())
+                if b"multiprocessing.spawn" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert kids, "no worker was started"
+        procs.signal_all(kids, sig.SIGINT)  # at once: the workers are still importing
+        results = [f.result(timeout=300) for f in futs]
+    assert [r.claim_index for r in results] == [0, 1]
+    assert not any(f.startswith(WORKER_FAILED) for r in results for f in r.flags), [r.flags for r in results]

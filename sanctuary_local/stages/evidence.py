@@ -12,6 +12,7 @@ is the parent's to handle (graceful stop: the claims in flight finish).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -19,7 +20,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from sanctuary_local.config.settings import RetrievalConfig
 from sanctuary_local.records import (
@@ -161,6 +162,7 @@ def _init_worker(cfg: RetrievalConfig, models_dir: str, store_path: str, parent_
 
         die_with_parent(parent_pid)  # first: loading the models below takes seconds
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it lets this claim finish
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held since the spawn (_spawning)
     _WORKER["retriever"] = EvidenceRetriever(cfg, models_dir)
     _WORKER["store"] = open_source(store_path)  # a KnowledgeStore, or a corpus index (issue 28)
 
@@ -194,6 +196,19 @@ def _prepare_static(cfg: RetrievalConfig, models_dir: str | Path) -> None:
     for section in (cfg.sts, cfg.retriever):
         if section.model.startswith(STATIC_PREFIX):
             distill_static(section.model[len(STATIC_PREFIX):], models_dir)
+
+
+@contextlib.contextmanager
+def _spawning() -> Iterator[None]:
+    """Hold SIGINT in this thread while the pool may start a worker: the worker inherits
+    it held, so a Ctrl-C to the process group while it imports (a second or two) waits
+    until ``_init_worker`` ignores it, instead of a KeyboardInterrupt traceback and a dead
+    worker. Another thread of the run still takes the signal (``interrupt.StopRequest``)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class RetrievalPool:
@@ -231,7 +246,8 @@ class RetrievalPool:
             fut.set_result(_one_claim(i, qs) if self._exists else
                            ClaimEvidence(i, tuple(QueryEvidence(q) for q in qs), ("store_missing",)))
             return fut
-        inner = self._pool.submit(_one_claim, i, qs)
+        with _spawning():  # a submit may start a worker
+            inner = self._pool.submit(_one_claim, i, qs)
         self._inner.add(inner)
         outer: Future = Future()
 
