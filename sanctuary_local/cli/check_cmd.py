@@ -19,6 +19,8 @@ from sanctuary_local.errors import UserError
 
 #: Seconds a first Ctrl-C or SIGTERM leaves the check to reach a stop point before it stops at once.
 STOP_GRACE_S = 3.0
+#: Words of a snippet printed under its question (``verdict_model.inputs.excerpt``; the report shows it whole).
+EXCERPT_WORDS = 60
 
 
 def _claim_date(value: str | None) -> str | None:
@@ -144,10 +146,6 @@ def print_check(pred: Any, corpus: Path, console: Any = None) -> list[Any]:
     if pred.flags:
         print_flag_legend(console, list(pred.flags))
     return cited
-
-
-#: Words of a snippet printed under its question (``verdict_model.inputs.excerpt``; the report shows it whole).
-EXCERPT_WORDS = 60
 
 
 def register(app: typer.Typer) -> None:

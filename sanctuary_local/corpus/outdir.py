@@ -120,9 +120,9 @@ def _check_same_folder(out: Path, root: Path) -> None:
         _, manifest = live_manifest(out)
     except UserError:
         return
-    indexed = manifest.get("root")
-    if isinstance(indexed, str) and indexed != str(root.resolve()):
-        raise UserError(f"{out}: is the index of {printable(indexed)}, not of {printable(str(root.resolve()))}; give this "
+    indexed, here = manifest.get("root"), str(root.resolve())
+    if isinstance(indexed, str) and indexed != here:
+        raise UserError(f"{out}: is the index of {printable(indexed)}, not of {printable(here)}; give this "
                         f"folder its own --out, or add --other-folder to make {out} an index of it instead "
                         f"(the documents of {printable(indexed)} leave it)")
 
