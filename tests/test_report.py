@@ -100,6 +100,17 @@ def test_justification_citations_link_to_existing_snippets(report: Path) -> None
         assert f'id="{target}"' in page
 
 
+def test_the_label_not_enough_evidence_is_no_citation() -> None:
+    """The trained verdict's justification lists each label with its probability: "Not
+    Enough Evidence 0.16" is that label, not a citation of a snippet 0.16 the model made up."""
+    from sanctuary_local.report.pages import linkify_citations
+
+    text = "Refuted (label probabilities: Refuted 0.44, Not Enough Evidence 0.16). Evidence 1.1 says so; Evidence 0.16 too."
+    out = linkify_citations(text, {"Evidence 1.1": "e-1-1"})
+    assert "Not Enough Evidence 0.16)" in out and '<a class="cite" href="#e-1-1">Evidence 1.1</a>' in out
+    assert out.count("cite-missing") == 1 and "too." in out
+
+
 def test_untrusted_text_is_escaped(report: Path) -> None:
     page = (report / "claim_0.html").read_text("utf-8")
     assert "<script>" not in page and "<img" not in page

@@ -23,7 +23,9 @@ __all__ = ["ReportSnippet", "claim_snippets", "linkify_citations", "page_name", 
 
 #: Characters of the source page shown on each side of a snippet.
 CONTEXT_CHARS = 400
-_CITE = re.compile(r"\b(Evidence (\d+)\.(\d+))\b")
+#: An "Evidence q.n" a justification cites; not the label "Not Enough Evidence" followed by its
+#: probability, as the trained verdict's justification lists it ("Not Enough Evidence 0.16").
+_CITE = re.compile(r"(?<!Not Enough )\b(Evidence (\d+)\.(\d+))\b")
 #: Source URLs that become links: plain http(s) only. A store is scraped web text, so a
 #: ``javascript:`` or ``data:`` URL (escaping does not defuse those) stays text.
 _LINKABLE = re.compile(r"https?://[^\s\x00-\x1f\x7f]+", re.IGNORECASE)
