@@ -164,7 +164,7 @@ def _app(s: ServeSettings) -> Any:
     from sanctuary_local.serve import routes as r
     from sanctuary_local.serve.jobs import CheckStore
     from sanctuary_local.serve.queue import CheckQueue
-    from sanctuary_local.serve.security import Guard, SecurityMiddleware, load_secret
+    from sanctuary_local.serve.security import Guard, IndexedFiles, SecurityMiddleware, load_secret
 
     index = CorpusIndex(s.corpus)  # before --data: an index that does not open leaves nothing written
     made = _absent(Path(s.data))
@@ -179,7 +179,7 @@ def _app(s: ServeSettings) -> Any:
         queue = CheckQueue(store, s.corpus, s.profile, max_queued=s.max_queued, overrides=s.overrides,
                            models_dir=s.models_dir)
         ctx = r.Context(store, queue, Guard(load_secret(store.data), s.token), Path(s.corpus), root,
-                        set(index.manifest.get("files") or {}), Path(s.corpus).resolve().name)
+                        IndexedFiles(Path(s.corpus)), Path(s.corpus).resolve().name)
     except BaseException:  # e.g. the secret cannot be written: leave --data as it was found
         _undo(made, Path(s.data), locked=True)
         store.close()

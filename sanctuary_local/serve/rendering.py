@@ -16,6 +16,7 @@ import html
 import re
 import time
 import urllib.parse
+from collections.abc import Container
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -122,7 +123,7 @@ def probabilities(meta: dict[str, Any]) -> tuple[list[tuple[str, float]], bool]:
     return sorted(pairs, key=lambda kv: -kv[1]), bool(ls.get("calibrated"))
 
 
-def load_result(run_dir: Path, corpus: Path, indexed: set[str], check_id: str) -> CheckResult:
+def load_result(run_dir: Path, corpus: Path, indexed: Container[str], check_id: str) -> CheckResult:
     """The finished check in ``run_dir`` (``UserError`` when its files cannot be read)."""
     from markupsafe import Markup
 
@@ -144,16 +145,49 @@ def load_result(run_dir: Path, corpus: Path, indexed: set[str], check_id: str) -
         index, problem = None, f"the corpus index cannot be read: {exc}"
     views = []
     for n, s in enumerate(snippets, start=1):
-        meta = _unit_meta(index, s.doc_position)
-        text = index.unit_text(s.doc_position) if meta else None
+        unit = _locate(index, s)
+        meta = _unit_meta(index, unit)
+        text = index.unit_text(unit) if meta else None
         path = str(meta.get("path", "")) if meta else ""
+        context = snippet_in_context(s, text)
+        if index is not None and meta is None and s.doc_position is not None:
+            context = f'<span class="note span-note">{_GONE}: the snippet alone</span>\n{context}'
         views.append(EvidenceView(n, s.label, s.anchor, s.question, path, int(meta.get("page") or 0) if meta else 0,
-                                  str(meta.get("url") or "") if meta else s.url, s.doc_position, s.text, s.start, s.end,
-                                  s.score, Markup(snippet_in_context(s, text)), path in indexed))
+                                  str(meta.get("url") or "") if meta else s.url, unit, s.text, s.start, s.end,
+                                  s.score, Markup(context), path in indexed))
     questions = [qe.query.question for qe in ev.queries] if ev is not None else list(dict.fromkeys(s.question for s in snippets))
     probs, calibrated = probabilities(pred.meta)
     justification = Markup(linkify_citations(pred.justification or "(no justification)", {s.label: s.anchor for s in snippets}))
     return CheckResult(pred, prediction_to_official(pred), probs, calibrated, questions, views, justification, problem)
+
+
+#: Units scanned for a moved snippet whose URL names no indexed file (a page's own URL).
+SCAN_UNITS = 20_000
+_GONE = "the corpus index no longer holds this snippet in its file (changed or removed since the check)"
+
+
+def _holds(index: Any, unit: int, s: Any) -> bool:
+    """Whether ``unit`` of the live index is the snippet's page and holds it at its span."""
+    if not 0 <= unit < index.n_units or index.unit_url(unit) != s.url:
+        return False
+    return s.start is None or s.end is None or index.unit_text(unit)[s.start:s.end] == s.text
+
+
+def _locate(index: Any, s: Any) -> int | None:
+    """The unit of the live index holding snippet ``s``: its own ``doc_position`` unless a
+    re-index since the check moved it (a file added or removed before it renumbers the
+    units), then the unit of its file (``s.url``) that holds it; None when none does."""
+    if index is None or s.doc_position is None:
+        return None
+    if _holds(index, s.doc_position, s):
+        return s.doc_position
+    entry = (index.manifest.get("files") or {}).get(s.url.split("#")[0])
+    units = entry.get("units") if isinstance(entry, dict) else None
+    if isinstance(units, list) and len(units) == 2:
+        candidates = range(int(units[0]), int(units[1]))
+    else:
+        candidates = range(index.n_units if index.n_units <= SCAN_UNITS else 0)
+    return next((u for u in candidates if _holds(index, u, s)), None)
 
 
 def _unit_meta(index: Any, unit: int | None) -> dict[str, Any] | None:

@@ -27,7 +27,7 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.serve import rendering
 from sanctuary_local.serve.jobs import CheckRecord, CheckStore
 from sanctuary_local.serve.queue import CheckQueue, QueueFull
-from sanctuary_local.serve.security import FILE_CSP, SESSION_COOKIE, SID_COOKIE, Guard, corpus_file
+from sanctuary_local.serve.security import FILE_CSP, SESSION_COOKIE, SID_COOKIE, Guard, IndexedFiles, corpus_file
 
 __all__ = ["MAX_CLAIM_CHARS", "ClaimError", "Context", "parse_claim"]
 
@@ -58,8 +58,8 @@ class Context:
     """The corpus index folder."""
     corpus_root: Path
     """The folder the index was built from (its files are served from there)."""
-    indexed: set[str]
-    """The index's files, by their paths relative to ``corpus_root``."""
+    indexed: IndexedFiles
+    """The live index's files, by their paths relative to ``corpus_root`` (``path in indexed``)."""
     corpus_name: str
 
 

@@ -10,6 +10,7 @@
   HMAC of a random per-browser cookie (``sl_sid``, SameSite=Strict) with the server's secret.
 - ``corpus_file``: a file of the corpus by its indexed path, canonical and inside the
   corpus root, or None (``../``, absolute paths, symlinks out of the corpus, unindexed files).
+  ``IndexedFiles``: the files the index lists, read again when it is re-indexed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import hmac
 import ipaddress
 import os
 import secrets
+import threading
 from collections.abc import Awaitable, Callable, Container, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,8 @@ import orjson
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import atomic_write_bytes
 
-__all__ = ["CSP", "FILE_CSP", "Guard", "SecurityMiddleware", "corpus_file", "host_allowed", "is_loopback", "load_secret"]
+__all__ = ["CSP", "FILE_CSP", "Guard", "IndexedFiles", "SecurityMiddleware", "corpus_file", "host_allowed", "is_loopback",
+           "load_secret"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -127,6 +130,35 @@ class Guard:
         if not sid or not sent:
             return False
         return hmac.compare_digest(self.csrf_for(sid).encode(), sent.encode())
+
+
+class IndexedFiles:
+    """The files the corpus index's live generation lists (``path in files``), read again
+    when ``sanctuary-local index`` writes a new generation while the server runs."""
+
+    def __init__(self, corpus: Path) -> None:
+        self.corpus, self._seen, self._files = Path(corpus), b"", frozenset[str]()
+        self._lock = threading.Lock()
+        self._current()
+
+    def _current(self) -> frozenset[str]:
+        from sanctuary_local.corpus.index import CURRENT, live_manifest
+
+        try:
+            seen = (self.corpus / CURRENT).read_bytes()
+        except OSError:
+            return self._files
+        with self._lock:
+            if seen != self._seen:
+                try:
+                    self._files = frozenset(live_manifest(self.corpus)[1].get("files") or {})
+                    self._seen = seen
+                except UserError:  # a generation being replaced: the last one read stands
+                    pass
+            return self._files
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._current()
 
 
 def corpus_file(root: Path, rel: str, indexed: Container[str]) -> Path | None:

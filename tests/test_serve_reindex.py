@@ -1,0 +1,57 @@
+"""`sanctuary-local serve` while its corpus is re-indexed (docs/serve.md: "Re-indexing while
+the server runs is fine"), on a real server process (the stand-in LLM, real retrieval).
+
+A new file that sorts first shifts every unit number of the index. A check made before
+must still name the file its evidence came from (its prediction's URL), not whatever file
+now holds its old unit number; and a file the new generation lists can be opened."""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+from pathlib import Path
+
+from serve_support import KEEP_SNIPPETS, ROOT, Server, build_index
+
+CLAIM = "Water boils at 70 degrees Celsius on the summit of Mount Everest."
+
+
+def _sources(page: str) -> list[str]:
+    """The file each evidence snippet of a check page is attributed to, in order."""
+    srcs = re.findall(r'<div class="src">(.*?)</div>', page, re.S)
+    return [html.unescape(re.sub(r"<[^>]+>", "", s).split("·")[0].split(",")[0].strip()) for s in srcs]
+
+
+def test_reindexing_keeps_each_snippet_with_its_own_file(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    shutil.copytree(ROOT / "examples" / "corpus", corpus)
+    index = build_index(corpus, tmp_path / "index")
+    server = Server(index, tmp_path / "data", *KEEP_SNIPPETS, "--set", "verdict.mode=trained")
+    try:
+        server.wait_ready()
+        view = server.wait_done(server.request("POST", "/api/checks", {"claim": CLAIM}).json()["id"])
+        assert view["status"] == "done", view
+        files = [e["url"].split("#")[0] for e in view["result"]["evidence"]]
+        before = server.request("GET", f"/checks/{view['id']}").text
+        assert _sources(before) == files, _sources(before)
+
+        (corpus / "aaa-first.txt").write_text("Everest climbers say water boils at about 70 degrees Celsius there.\n")
+        build_index(corpus, index)  # a new generation: every unit after aaa-first.txt moves by one
+
+        after = server.request("GET", f"/checks/{view['id']}").text
+        assert _sources(after) == files, f"evidence attributed to other files after re-indexing: {_sources(after)}"
+        assert "does not hold the snippet" not in after  # each snippet found again in its own file
+        source = server.request("GET", f"/checks/{view['id']}/evidence/1").text
+        assert re.search(r"<h1>(.*?)</h1>", source).group(1).split(",")[0] == html.escape(files[0])
+        assert '<mark id="span">' in source
+        assert server.request("GET", "/files/aaa-first.txt").status == 200  # listed by the live generation
+
+        gone = files[-1]
+        (corpus / gone).unlink()
+        build_index(corpus, index)  # its snippet is nowhere now: said so, attributed to no other file
+        after = server.request("GET", f"/checks/{view['id']}").text
+        kept = [f for f in files if f != gone]
+        assert [f for f in _sources(after) if f] == kept and "no longer holds this snippet" in after, _sources(after)
+    finally:
+        server.close()
