@@ -225,6 +225,14 @@ def test_forms_need_their_csrf_token(site: tuple[Server, Path]) -> None:
     assert ok.status == 303 and re.fullmatch(r"/checks/\d{6}", ok.headers["location"])
     too_long = server.request("POST", "/checks", f"claim={'y' * 2001}&csrf={csrf}".encode(), {**form, "cookie": f"sl_sid={sid}"})
     assert too_long.status == 422 and "at most 2,000 are allowed" in too_long.text
+    # a browser counts a line break in the textarea as one character (maxlength=2000) but sends
+    # it as CRLF: 2,000 characters typed on 200 lines are accepted, and stored with plain \n
+    lines = urllib.parse.quote(("x" * 9 + "\r\n") * 200)
+    typed = server.request("POST", "/checks", f"claim={lines}&csrf={csrf}".encode(), {**form, "cookie": f"sl_sid={sid}"})
+    assert typed.status == 303, typed.text[-500:]
+    stored = server.request("GET", "/api" + typed.headers["location"]).json()["claim"]
+    assert "\r" not in stored and stored == ("x" * 9 + "\n") * 199 + "x" * 9
+    assert server.request("GET", "/checks").headers.get("location") == "/"  # a refused form's URL, reloaded
 
 
 def test_a_foreign_host_header_is_refused(site: tuple[Server, Path]) -> None:

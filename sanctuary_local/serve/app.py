@@ -194,7 +194,7 @@ def _app(s: ServeSettings) -> Any:
         app.state.worker_ended = queue.stop(s.stop_grace_s)
 
     routes = [
-        Route("/", r.home), Route("/checks", r.submit_form, methods=["POST"]),
+        Route("/", r.home), Route("/checks", r.submit_form, methods=["POST"]), Route("/checks", r.form_url),
         Route("/checks/{check_id}", r.check_page), Route("/checks/{check_id}/download", r.download),
         Route("/checks/{check_id}/evidence/{n:int}", r.evidence_page), Route("/files/{path:path}", r.corpus_file_route),
         Route("/static/serve.css", r.stylesheet), Route("/login", r.login, methods=["GET", "POST"]),

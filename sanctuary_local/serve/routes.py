@@ -67,7 +67,7 @@ def parse_claim(claim: Any, claim_date: Any) -> tuple[str, str | None]:
     """A claim and its optional date (``YYYY-MM-DD``) as the server stores them, or ``ClaimError``."""
     if not isinstance(claim, str):
         raise ClaimError("'claim' must be a string")
-    claim = claim.strip()
+    claim = claim.replace("\r\n", "\n").replace("\r", "\n").strip()  # a form sends CRLF; its maxlength counts one
     if not claim:
         raise ClaimError("the claim is empty")
     if len(claim) > MAX_CLAIM_CHARS:
@@ -146,6 +146,11 @@ async def home(request: Request) -> Response:
     if not _logged_in(request):
         return _to_login()
     return page(request, "serve_home.html", form_error="", claim="", claim_date="", **_home_values(ctx_of(request)))
+
+
+async def form_url(request: Request) -> Response:
+    """``GET /checks``: the URL a refused form was answered at, reloaded or revisited: the home page."""
+    return RedirectResponse("/", status_code=303)
 
 
 async def submit_form(request: Request) -> Response:
