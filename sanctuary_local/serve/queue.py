@@ -11,6 +11,7 @@ is made from the stage times of the last finished checks (``eta_s``).
 
 from __future__ import annotations
 
+import heapq
 import logging
 import statistics
 import threading
@@ -23,7 +24,7 @@ from sanctuary_local.interrupt import RunInterrupted, StopRequest
 from sanctuary_local.serve.jobs import CheckRecord, CheckStore
 from sanctuary_local.serve.resident import ResidentEngine
 
-__all__ = ["CheckQueue", "CheckRunner", "QueueFull", "eta_s", "stage_estimates", "stages"]
+__all__ = ["CheckQueue", "CheckRunner", "EtaModel", "QueueFull", "eta_s", "stage_estimates", "stages"]
 
 log = logging.getLogger("sanctuary_local")
 
@@ -39,7 +40,9 @@ class QueueFull(Exception):
 
 # ------------------------------------------------------------------------ ETA
 def _finished(store: CheckStore) -> list[CheckRecord]:
-    return [r for r in store.newest_first() if r.status == "done" and r.stage_seconds][:ETA_WINDOW]
+    """The last ``ETA_WINDOW`` finished checks, newest first (one pass over the history)."""
+    done = (r for r in list(store.records.values()) if r.status == "done" and r.stage_seconds)
+    return heapq.nlargest(ETA_WINDOW, done, key=lambda r: r.id)
 
 
 def stage_estimates(store: CheckStore) -> dict[str, float]:
@@ -55,6 +58,22 @@ def stages(store: CheckStore) -> list[str]:
     return list(done[0].stage_seconds) if done else list(DEFAULT_STAGES)
 
 
+class EtaModel:
+    """``stage_estimates`` and ``stages`` of a store, made again only once another check has
+    finished (``runner.finishes``): a page or API call lists every check, and each asking
+    for them afresh cost a pass over the whole history (quadratic in it)."""
+
+    def __init__(self, store: CheckStore, runner: CheckRunner) -> None:
+        self.store, self.runner, self._seen = store, runner, -1
+        self._value: tuple[dict[str, float], list[str]] = ({}, list(DEFAULT_STAGES))
+
+    def get(self) -> tuple[dict[str, float], list[str]]:
+        seen = self.runner.finishes
+        if seen != self._seen:
+            self._value, self._seen = (stage_estimates(self.store), stages(self.store)), seen
+        return self._value
+
+
 def _remaining(rec: CheckRecord, est: dict[str, float], order: list[str]) -> float:
     left = [s for s in order if s not in rec.stage_seconds and s != rec.stage]
     in_stage = 0.0
@@ -63,13 +82,14 @@ def _remaining(rec: CheckRecord, est: dict[str, float], order: list[str]) -> flo
     return in_stage + sum(est.get(s, 0.0) for s in left)
 
 
-def eta_s(store: CheckStore, rec: CheckRecord, position: int | None, current: CheckRecord | None) -> float | None:
+def eta_s(store: CheckStore, rec: CheckRecord, position: int | None, current: CheckRecord | None,
+          model: tuple[dict[str, float], list[str]] | None = None) -> float | None:
     """Seconds until ``rec`` (``position`` in the queue, or running) should be done; None
-    before any check has finished or when it is neither waiting nor running."""
-    est = stage_estimates(store)
+    before any check has finished or when it is neither waiting nor running. ``model``:
+    ``(stage_estimates, stages)`` when known (``EtaModel``)."""
+    est, order = model or (stage_estimates(store), stages(store))
     if not est:
         return None
-    order = stages(store)
     if rec.status == "running":
         return _remaining(rec, est, order)
     if position is None:
@@ -89,6 +109,8 @@ class CheckRunner:
         self.overrides, self.models_dir = overrides, models_dir
         self.engine = ResidentEngine(on_stage=self._on_stage)
         self.current: CheckRecord | None = None
+        self.finishes = 0
+        """Checks ended so far (the ETA's stage times change only then)."""
         self.abandoned = False
         """The server stopped without waiting for the worker: it must write nothing more."""
 
@@ -147,6 +169,7 @@ class CheckRunner:
         rec.status, rec.finished, rec.error, rec.label = status, time.time(), error, label
         rec.stage = rec.stage_started = None
         self.store.save(rec)
+        self.finishes += 1
 
     def _pipeline(self, rec: CheckRecord, stop: StopRequest) -> Any:
         from sanctuary_local.pipeline import RunOptions, run_pipeline
@@ -172,7 +195,7 @@ class CheckQueue:
                  overrides: dict[str, Any] | None = None, models_dir: str | None = None) -> None:
         self.store, self.max_queued = store, max_queued
         self.runner = CheckRunner(store, corpus, profile, overrides, models_dir)
-        self.engine = self.runner.engine
+        self.engine, self.eta_model = self.runner.engine, EtaModel(store, self.runner)
         self._pending: deque[str] = deque()
         self._cond = threading.Condition()
         self._closing = False
@@ -211,10 +234,10 @@ class CheckQueue:
             return list(self._pending)
 
     def eta_s(self, rec: CheckRecord) -> float | None:
-        return eta_s(self.store, rec, self.position(rec.id), self.current)
+        return eta_s(self.store, rec, self.position(rec.id), self.current, self.eta_model.get())
 
     def stages(self) -> list[str]:
-        return stages(self.store)
+        return self.eta_model.get()[1]
 
     def stop(self, grace_s: float) -> bool:
         """Stop taking checks, ask the one in flight to stop; True when the worker ended

@@ -286,9 +286,9 @@ def _api_refusal(request: Request) -> JSONResponse | None:
 
 def _api_view(ctx: Context, rec: CheckRecord, with_result: bool = True) -> dict[str, Any]:
     result = _result(ctx, rec)[0] if with_result else None
-    eta = ctx.queue.eta_s(rec) if rec.status in ("queued", "running") else None
-    out = rendering.record_json(rec, position=ctx.queue.position(rec.id), eta_s=eta, stages=ctx.queue.stages(),
-                                result=result)
+    active = rec.status in ("queued", "running")
+    out = rendering.record_json(rec, position=ctx.queue.position(rec.id) if active else None,
+                                eta_s=ctx.queue.eta_s(rec) if active else None, stages=ctx.queue.stages(), result=result)
     out["url"] = f"/api/checks/{rec.id}"
     out["page"] = f"/checks/{rec.id}"
     return out
