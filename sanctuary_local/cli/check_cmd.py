@@ -47,7 +47,7 @@ def check(
 
     Stages: generated questions → BM25 over the corpus index → semantic retrieval → verdict. Prints the verdict, the justification, each question with its answer snippet and the snippet's source: file, PDF page, and character span in the text extracted from the file. Exit code 0; 3 when the result is degraded (flagged); 2 for bad input."""
     from sanctuary_local.cli.run_cmd import parse_overrides
-    from sanctuary_local.corpus.index import corpus_problem
+    from sanctuary_local.corpus.index import CorpusIndex, corpus_problem, pinned
     from sanctuary_local.interrupt import RunInterrupted, StopRequest
     from sanctuary_local.pipeline import RunOptions, run_pipeline
     from sanctuary_local.procs import OrphanGuard
@@ -57,12 +57,16 @@ def check(
     if problem := corpus_problem(corpus, 'check "CLAIM"'):
         raise UserError(problem)
     claim_date = _claim_date(date)
+    # the generation live now, for the whole check: a rerun of `index` meanwhile renumbers the units
+    # (the run would retrieve from one generation and cite from another) and removes this one
+    # (an open index keeps it mapped)
+    index = CorpusIndex(corpus)
     work = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="sanctuary-check-"))
     try:
         work.mkdir(parents=True, exist_ok=True)
         claims_file = work / "claim.json"
         claims_file.write_bytes(orjson.dumps([{"claim": claim.strip(), "claim_date": claim_date}]))
-        opts = RunOptions(claims=claims_file, store=corpus, out=work / "run", profile=profile, force=True, quiet=True,
+        opts = RunOptions(claims=claims_file, store=pinned(index), out=work / "run", profile=profile, force=True, quiet=True,
                           overrides=parse_overrides(set_) or None, models_dir=models_dir,
                           argv=["sanctuary-local", *sys.argv[1:]])
         # One claim: "finish the claim in flight" would be the whole check, so a signal gets a
@@ -76,7 +80,7 @@ def check(
                 print(f"stopped: {exc}", file=sys.stderr, flush=True)
                 raise typer.Exit(exc.exit_code) from None
         pred = summary.predictions[0]
-        cited = print_check(pred, corpus)
+        cited = print_check(pred, index)
         (work / "run" / "sources.json").write_bytes(orjson.dumps([c.to_dict() for c in cited], option=orjson.OPT_INDENT_2))
         if report is not None:
             _write_report(work / "run", pred, report)
@@ -96,19 +100,18 @@ def _write_report(run_dir: Path, pred: Any, dest: Path) -> None:
     print(f"report: {dest}")
 
 
-def print_check(pred: Any, corpus: Path, console: Any = None) -> list[Any]:
+def print_check(pred: Any, index: Any, console: Any = None) -> list[Any]:
     """Verdict, justification, evidence and sources of one prediction; returns the
-    ``CitedEvidence`` records. Texts come from files and models: escaped, never markup."""
+    ``CitedEvidence`` records (``index``: the ``CorpusIndex`` the run read). Texts come from
+    files and models: escaped, never markup."""
     from rich.console import Console
     from rich.markup import escape
 
     from sanctuary_local.cli.run_cmd import print_flag_legend, label_scores_line
     from sanctuary_local.corpus.cite import cite_prediction
-    from sanctuary_local.corpus.index import CorpusIndex
     from sanctuary_local.verdict_model.inputs import excerpt
 
     console = console or Console(width=max(100, shutil.get_terminal_size((100, 20)).columns))
-    index = CorpusIndex(corpus)
     cited = cite_prediction(index, pred)
     console.print(f"[bold]claim[/]: {escape(pred.claim)}", highlight=False)
     console.print(f"[bold]verdict[/]: [bold magenta]{escape(pred.label)}[/]", highlight=False)

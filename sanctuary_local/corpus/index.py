@@ -13,6 +13,7 @@ a repeated term counted once per repetition, as rank-bm25 does).
 from __future__ import annotations
 
 import mmap
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,8 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.retrieval.bm25 import top_k
 from sanctuary_local.retrieval.segment import TOKENISER_ID, _is_stop, term_hashes
 
-__all__ = ["CURRENT", "INDEX_FORMAT", "CorpusIndex", "Provenance", "corpus_problem", "is_corpus_index", "live_manifest"]
+__all__ = ["CURRENT", "INDEX_FORMAT", "CorpusIndex", "Provenance", "corpus_problem", "is_corpus_index", "live_manifest",
+           "pinned"]
 
 #: The file naming an index folder's live generation (``build.py`` replaces it atomically).
 CURRENT = "CURRENT"
@@ -35,9 +37,29 @@ CURRENT = "CURRENT"
 INDEX_FORMAT = "sanctuary-corpus-v1"
 
 
+#: A generation folder's name (``build.py``).
+GEN_NAME = re.compile(r"gen-\d{6}")
+
+
 def is_corpus_index(path: str | Path) -> bool:
-    """Whether ``path`` is a folder written by ``sanctuary-local index`` (it has ``CURRENT``)."""
-    return Path(path).is_dir() and (Path(path) / CURRENT).is_file()
+    """Whether ``path`` is a folder written by ``sanctuary-local index`` (it has ``CURRENT``),
+    or one generation folder of such an index (``pinned``)."""
+    return Path(path).is_dir() and ((Path(path) / CURRENT).is_file() or _split(path)[1] is not None)
+
+
+def _split(path: str | Path) -> tuple[Path, str | None]:
+    """(the index folder, the generation ``path`` pins, or None when it names the index folder)."""
+    p = Path(path)
+    if GEN_NAME.fullmatch(p.name) and (p.parent / CURRENT).is_file():
+        return p.parent, p.name
+    return p, None
+
+
+def pinned(index: CorpusIndex) -> Path:
+    """The path that opens ``index``'s generation, not whatever generation is live when it is
+    opened: a run's workers and its printed sources read the generation its fingerprint
+    records, even when ``index`` switches the folder to a new one meanwhile."""
+    return index.root / index.generation
 
 
 def corpus_problem(corpus: str | Path, command: str) -> str | None:
@@ -95,16 +117,18 @@ def close_maps(maps: dict[str, Any]) -> None:
 
 
 class CorpusIndex:
-    """The live generation of an index folder (see ``build.py`` for the layout)."""
+    """The live generation of an index folder (layout: ``build.py``), or the one a ``pinned``
+    path names; mapped whole at open, so it reads on after a rerun of ``index`` removed it."""
 
     def __init__(self, root: str | Path, *, release_pages: bool = True) -> None:
-        self.root = Path(root)
+        self.root, generation = _split(root)
         self.release_pages = release_pages
-        self.generation, self.dir, self.manifest, self.arrays = _open_generation(self.root)
-        self._maps: dict[str, mmap.mmap | bytes] = {}
+        self.generation, self.dir, self.manifest, self.arrays = _open_generation(self.root, generation)
+        self._maps: dict[str, mmap.mmap | bytes] = _map_texts(self.dir)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"root": self.root, "release_pages": self.release_pages}  # reopened in a pool worker: maps do not pickle
+        # reopened in a pool worker (maps do not pickle): this generation, not the one live by then
+        return {"root": pinned(self), "release_pages": self.release_pages}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["root"], release_pages=state.get("release_pages", True))  # type: ignore[misc]
@@ -203,6 +227,18 @@ def _mapped(maps: dict[str, mmap.mmap | bytes], folder: Path, name: str) -> mmap
     return maps[name]
 
 
+def _map_texts(folder: Path) -> dict[str, mmap.mmap | bytes]:
+    """``texts.bin`` and ``meta.bin`` of a generation, mapped now (``CorpusIndex``'s doc)."""
+    maps: dict[str, mmap.mmap | bytes] = {}
+    try:
+        for name in ("texts.bin", "meta.bin"):
+            _mapped(maps, folder, name)
+    except OSError as exc:
+        close_maps(maps)
+        raise UserError(f"{folder}: damaged corpus index ({exc}); rebuild it with `sanctuary-local index`") from None
+    return maps
+
+
 def _vocab_positions(vocab: np.ndarray, text: str) -> tuple[np.ndarray, np.ndarray]:
     """Positions in the sorted ``vocab`` of a query's terms (stop words dropped) and how
     often each occurs in it."""
@@ -215,12 +251,15 @@ def _vocab_positions(vocab: np.ndarray, text: str) -> tuple[np.ndarray, np.ndarr
     return np.unique(found, return_counts=True)
 
 
-def live_manifest(root: str | Path) -> tuple[str, dict[str, Any]]:
-    """The live generation of ``root`` and its manifest, no array opened (a missing or
-    foreign index is a ``UserError`` saying how to rebuild it)."""
+def live_manifest(root: str | Path, generation: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The live generation of ``root`` (or ``generation``) and its manifest, no array opened
+    (a missing or foreign index is a ``UserError`` saying how to rebuild it)."""
     root = Path(root)
+    if generation is not None and not (root / generation / "manifest.json").is_file():
+        raise UserError(f"{root}: its generation {generation} is gone: `sanctuary-local index` rebuilt the index "
+                        f"since it was opened; run again on the new one")
     try:
-        generation = (root / CURRENT).read_text().strip()
+        generation = generation or (root / CURRENT).read_text().strip()
         manifest = orjson.loads((root / generation / "manifest.json").read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:
         raise UserError(f"{root}: not a corpus index, or an interrupted first `index` run "
@@ -231,10 +270,11 @@ def live_manifest(root: str | Path) -> tuple[str, dict[str, Any]]:
     return generation, manifest
 
 
-def _open_generation(root: Path) -> tuple[str, Path, dict[str, Any], dict[str, np.ndarray]]:
-    """The live generation of ``root``: its name, folder, manifest and memory-mapped arrays
-    (a missing, foreign or damaged index is a ``UserError`` saying how to rebuild it)."""
-    generation, manifest = live_manifest(root)
+def _open_generation(root: Path, generation: str | None) -> tuple[str, Path, dict[str, Any], dict[str, np.ndarray]]:
+    """The live generation of ``root`` (or ``generation``): its name, folder, manifest and
+    memory-mapped arrays (a missing, foreign or damaged index is a ``UserError`` saying how
+    to rebuild it)."""
+    generation, manifest = live_manifest(root, generation)
     folder = root / generation
     try:
         arrays = {n: np.load(folder / f"{n}.npy", mmap_mode="r") for n in (*POSTINGS_FILES, "units")}

@@ -22,10 +22,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sanctuary_local.corpus.index import CorpusIndex, is_corpus_index
+from sanctuary_local.corpus.index import CorpusIndex, is_corpus_index, pinned
 from sanctuary_local.records import ClaimEvidence, Document, Query, Segment
 
-__all__ = ["CorpusSource", "open_source", "source_key"]
+__all__ = ["CorpusSource", "open_source", "retrieval_path", "source_key"]
 
 
 class _UnitTexts(Mapping[int, str]):
@@ -103,6 +103,13 @@ def open_source(path: str | Path):
     from sanctuary_local.io.store import KnowledgeStore
 
     return KnowledgeStore(path)
+
+
+def retrieval_path(source: Any, path: str | Path) -> str | Path:
+    """The path a run's retrieval workers open: for a corpus, the generation ``source`` read
+    when the run started (``index.pinned``; a rerun of ``index`` meanwhile must not hand the
+    workers another generation, whose unit numbers name other documents), else ``path``."""
+    return pinned(source.index) if isinstance(source, CorpusSource) else path
 
 
 def source_key(path: str | Path) -> str:

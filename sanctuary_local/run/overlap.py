@@ -43,7 +43,7 @@ class OverlappedRetrieval:
         r.stops.check()
         cfg = apply_level(r.cfg, self.level)
         with r.reporter.stage("retrieval", len(todo)) as st, RetrievalPool(
-            r.opts.store, cfg.retrieval, models_dir=cfg.models_dir, workers=cfg.retrieval.workers
+            r.store_path, cfg.retrieval, models_dir=cfg.models_dir, workers=cfg.retrieval.workers
         ) as pool:
             self.st, self.pool = st, pool
             self.submit([r.hyde.records[c.index] for c in todo if c.index in r.hyde])  # resumed claims first

@@ -65,7 +65,7 @@ class RunState:
     """State of one run: config, claims, stage files, reporter (the stages: ``run/stages.py``)."""
 
     def __init__(self, opts: RunOptions, stop: StopRequest | None = None) -> None:
-        from sanctuary_local.corpus.source import open_source
+        from sanctuary_local.corpus.source import open_source, retrieval_path
         from sanctuary_local.io.claims import read_claims
         from sanctuary_local.stages.trust import load_trust
 
@@ -77,6 +77,7 @@ class RunState:
         # read before the run identity is checked: a bad trust file stops the run before --force clears anything
         self.trust = load_trust(cfg.retrieval.trust_file, cfg.retrieval.trust_default)
         self.store = open_source(opts.store)  # a knowledge store, or a corpus index (issue 28)
+        self.store_path = retrieval_path(self.store, opts.store)
         self.claims = select_claims(read_claims(opts.claims), opts.claims_range, opts.limit)
         self.by_index = {c.index: c for c in self.claims}
         self.out = Path(opts.out)
@@ -121,10 +122,10 @@ class RunState:
         """Stage 2 for ``todo`` (``run_retrieval``'s keywords: ``on_result`` gets each claim's
         evidence as it comes in) in the retrieval pool, or as Ray tasks."""
         if self.engine is not None:
-            return self.engine.retrieve(self.opts.store, todo, cfg, **kw)
+            return self.engine.retrieve(self.store_path, todo, cfg, **kw)
         from sanctuary_local.stages.evidence import run_retrieval
 
-        run_retrieval(self.opts.store, todo, cfg, **kw)
+        run_retrieval(self.store_path, todo, cfg, **kw)
 
     def final_evidence(self) -> StageFile:
         """The evidence stage 3 reads: stage 2's, or with the follow-up round its merge."""
