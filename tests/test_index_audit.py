@@ -211,3 +211,23 @@ def test_a_folder_that_does_not_exist_is_named_as_missing(tmp_path: Path, capsys
     (tmp_path / "file.txt").write_text("x")
     assert main(["index", str(tmp_path / "file.txt"), "--out", str(tmp_path / "ix"), "--quiet"]) == 2
     assert "not a folder" in capsys.readouterr().err
+
+
+def test_follow_links_never_follows_a_link_into_proc_or_sys(tmp_path: Path) -> None:
+    """`--follow-links` followed a link to /proc/kmsg, a "regular" file of size 0 whose read
+    waits for kernel messages: `index` hung for ever (found by an audit: a 20 s timeout
+    killed it). /proc/self/status stands in for it here (its read ends, but it was indexed)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "note.txt").write_text("A note about bridges.\n")
+    (src / "status.txt").symlink_to("/proc/self/status")
+    (src / "kmsg.txt").symlink_to("/proc/kmsg")
+    out = tmp_path / "ix"
+    code = subprocess.run([sys.executable, "-m", "sanctuary_local.cli", "index", str(src), "--out", str(out), "--quiet",
+                           "--follow-links"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL).returncode
+    assert code == 0
+    assert _paths(out) == {"note.txt"}
+    reasons = {s["path"]: s["reason"] for s in _report(out)["skipped"]}
+    assert reasons["status.txt"] == "symbolic link to a kernel file in /proc or /sys (not followed)"
+    assert reasons["kmsg.txt"] in (reasons["status.txt"], "broken symbolic link (its target does not exist)")

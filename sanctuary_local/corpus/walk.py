@@ -176,6 +176,11 @@ def _rel(full: Path, root: Path) -> str:
     return display_name(full.relative_to(root).as_posix())
 
 
+#: Kernel pseudo-file systems: their "regular" files report size 0 and may block a read
+#: for ever (``/proc/kmsg`` waits for kernel messages), so no link is followed into them.
+_KERNEL_FILES = ("/proc/", "/sys/")
+
+
 def _link_target(full: Path, rel: str, real_root: str, follow_links: bool) -> Path | WalkProblem:
     """The real path a file link leads to, or why it is not followed."""
     try:
@@ -185,6 +190,8 @@ def _link_target(full: Path, rel: str, real_root: str, follow_links: bool) -> Pa
         return WalkProblem(rel, "skipped", f"broken symbolic link ({why})")
     if os.path.isdir(target):
         return WalkProblem(rel, "skipped", "symbolic link to a folder (not followed)")
+    if target.startswith(_KERNEL_FILES):  # regular files whose read can block forever (/proc/kmsg)
+        return WalkProblem(rel, "skipped", "symbolic link to a kernel file in /proc or /sys (not followed)")
     if not follow_links and os.path.commonpath([real_root, target]) != real_root:
         return WalkProblem(rel, "skipped", "symbolic link to a file outside the folder (not followed; "
                                            "--follow-links follows it)")
