@@ -231,3 +231,20 @@ def test_follow_links_never_follows_a_link_into_proc_or_sys(tmp_path: Path) -> N
     reasons = {s["path"]: s["reason"] for s in _report(out)["skipped"]}
     assert reasons["status.txt"] == "symbolic link to a kernel file in /proc or /sys (not followed)"
     assert reasons["kmsg.txt"] in (reasons["status.txt"], "broken symbolic link (its target does not exist)")
+
+
+def test_check_on_an_index_whose_first_run_was_stopped_says_to_rerun_index(tmp_path: Path, capsys) -> None:
+    """A first `index` run killed before its switch leaves the marker and a half generation,
+    no CURRENT. `check --corpus` told the user to index that folder as documents
+    (`sanctuary-local index IX --out my-index`); it says to rerun the index instead."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("A note about bridges.\n")
+    out = tmp_path / "ix"
+    assert main(["index", str(src), "--out", str(out), "--quiet"]) == 0
+    (out / "CURRENT").unlink()  # as a first run stopped before its switch leaves it
+    capsys.readouterr()
+    assert main(["check", "Bridges are tall.", "--corpus", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "did not finish" in err and f"--out {out}" in err
+    assert f"index {out} --out" not in err

@@ -33,6 +33,8 @@ __all__ = ["CURRENT", "INDEX_FORMAT", "CorpusIndex", "Provenance", "corpus_probl
 
 #: The file naming an index folder's live generation (``build.py`` replaces it atomically).
 CURRENT = "CURRENT"
+#: The file that says "an index made by ``sanctuary-local index``", with its format (``outdir.py``).
+MARKER = "sanctuary-index.json"
 #: The on-disk format this version reads and writes (a manifest with another is refused).
 INDEX_FORMAT = "sanctuary-corpus-v1"
 
@@ -74,6 +76,9 @@ def corpus_problem(corpus: str | Path, command: str) -> str | None:
         return f"--corpus {corpus}: the folder does not exist; give the folder `sanctuary-local index` wrote"
     if not corpus.is_dir():
         return f"--corpus {corpus}: not a folder; give the folder `sanctuary-local index` wrote"
+    if (corpus / MARKER).is_file():  # never "index this folder": it holds a stopped run's files, not documents
+        return (f"--corpus {corpus}: its first `sanctuary-local index` run did not finish (no index yet); "
+                f"run it again: `sanctuary-local index DOCS --out {shlex.quote(str(corpus))}`")
     return (f"--corpus {corpus}: not a corpus index; if it holds your documents, index them first: "
             f"`sanctuary-local index {shlex.quote(str(corpus))} --out my-index`, then "
             f"`sanctuary-local {command} --corpus my-index`")

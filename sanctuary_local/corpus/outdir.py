@@ -31,7 +31,7 @@ from pathlib import Path
 
 import orjson
 
-from sanctuary_local.corpus.index import CURRENT, INDEX_FORMAT, live_manifest
+from sanctuary_local.corpus.index import CURRENT, INDEX_FORMAT, MARKER, live_manifest
 from sanctuary_local.corpus.names import printable
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import atomic_write_bytes, read_regular
@@ -39,8 +39,6 @@ from sanctuary_local.io.safe_io import atomic_write_bytes, read_regular
 __all__ = ["MARKER", "LOCK_NAME", "REPORT_NAME", "IndexLock", "check_out", "fsync_dir", "fsync_tree", "generations",
            "write_marker"]
 
-#: The file that says "an index made by ``sanctuary-local index``", with its format.
-MARKER = "sanctuary-index.json"
 #: The lock file a run holds (``flock``) while it writes the index.
 LOCK_NAME = "index.lock"
 #: The last run's report.
