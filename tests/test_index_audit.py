@@ -248,3 +248,30 @@ def test_check_on_an_index_whose_first_run_was_stopped_says_to_rerun_index(tmp_p
     err = capsys.readouterr().err
     assert "did not finish" in err and f"--out {out}" in err
     assert f"index {out} --out" not in err
+
+
+def test_a_tampered_current_file_is_one_line_never_followed_or_blocking(tmp_path: Path) -> None:
+    """CURRENT names the live generation. One that names a folder outside the index
+    (`../elsewhere`) was followed, and one replaced by a FIFO blocked a rerun of `index` for
+    ever; the first is one line now, and the rerun builds a new index over the FIFO."""
+    import pytest
+
+    from sanctuary_local.errors import UserError
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("A note about bridges.\n")
+    out = tmp_path / "ix"
+    assert main(["index", str(src), "--out", str(out), "--quiet"]) == 0
+    live = (out / "CURRENT").read_text().strip()
+    os.rename(out / live, tmp_path / "elsewhere")  # a complete generation, now outside the index
+    (out / "CURRENT").write_text("../elsewhere\n")
+    with pytest.raises(UserError, match="not a generation of this index"):
+        CorpusIndex(out)
+
+    (out / "CURRENT").unlink()
+    os.mkfifo(out / "CURRENT")
+    run = subprocess.run([sys.executable, "-m", "sanctuary_local.cli", "index", str(src), "--out", str(out), "--quiet"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert _paths(out) == {"a.txt"}

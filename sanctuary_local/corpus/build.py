@@ -50,7 +50,7 @@ from sanctuary_local.corpus.postings import PostingsWriter
 from sanctuary_local.corpus.limits import Limits
 from sanctuary_local.corpus.walk import SourceFile, WalkProblem, list_folder, read_entry
 from sanctuary_local.errors import UserError
-from sanctuary_local.io.safe_io import atomic_write_bytes
+from sanctuary_local.io.safe_io import atomic_write_bytes, read_regular
 from sanctuary_local.retrieval.segment import TOKENISER_ID
 
 __all__ = ["IndexReport", "build_index", "INDEX_FORMAT", "CURRENT", "REPORT_NAME"]
@@ -174,11 +174,11 @@ def _drop_unfinished(out: Path) -> None:
     """Remove the generation a failed write left (on a full disk it holds the space the user
     needs back), keeping the live one ``CURRENT`` names; called under the lock."""
     try:
-        live: str | None = (out / CURRENT).read_text(encoding="utf-8").strip() or None
+        live: str | None = read_regular(out / CURRENT, 64, CURRENT, follow=False).decode("utf-8", "replace").strip() or None
     except FileNotFoundError:
         live = None
-    except OSError:
-        return  # which generation is live cannot be told: leave them all for the next run
+    except (OSError, UserError):
+        return  # which generation is live cannot be told (or CURRENT is no file): leave them all for the next run
     _clean_stale(out, live)
 
 

@@ -256,6 +256,18 @@ def _vocab_positions(vocab: np.ndarray, text: str) -> tuple[np.ndarray, np.ndarr
     return np.unique(found, return_counts=True)
 
 
+def _live_name(root: Path) -> str:
+    """The generation ``CURRENT`` names: read as a small regular file (never a FIFO or a link,
+    whose read could block), and only a name ``build.py`` writes (never ``../elsewhere``)."""
+    from sanctuary_local.io.safe_io import read_regular
+
+    name = read_regular(root / CURRENT, 64, CURRENT, follow=False).decode("utf-8", "replace").strip()
+    if not GEN_NAME.fullmatch(name):
+        raise UserError(f"{root}: its {CURRENT} file names {name[:40]!r}, not a generation of this index; "
+                        f"rebuild it with `sanctuary-local index DOCS --out {root}`")
+    return name
+
+
 def live_manifest(root: str | Path, generation: str | None = None) -> tuple[str, dict[str, Any]]:
     """The live generation of ``root`` (or ``generation``) and its manifest, no array opened
     (a missing or foreign index is a ``UserError`` saying how to rebuild it)."""
@@ -264,7 +276,7 @@ def live_manifest(root: str | Path, generation: str | None = None) -> tuple[str,
         raise UserError(f"{root}: its generation {generation} is gone: `sanctuary-local index` rebuilt the index "
                         f"since it was opened; run again on the new one")
     try:
-        generation = generation or (root / CURRENT).read_text().strip()
+        generation = generation or _live_name(root)
         manifest = orjson.loads((root / generation / "manifest.json").read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:
         raise UserError(f"{root}: not a corpus index, or an interrupted first `index` run "

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import orjson
 
-from sanctuary_local.corpus.index import CURRENT, INDEX_FORMAT, MARKER, live_manifest
+from sanctuary_local.corpus.index import CURRENT, GEN_NAME, INDEX_FORMAT, MARKER, live_manifest
 from sanctuary_local.corpus.names import printable
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import atomic_write_bytes, read_regular
@@ -43,8 +43,6 @@ __all__ = ["MARKER", "LOCK_NAME", "REPORT_NAME", "IndexLock", "check_out", "fsyn
 LOCK_NAME = "index.lock"
 #: The last run's report.
 REPORT_NAME = "index_report.json"
-#: The name of a generation folder.
-GEN_NAME = re.compile(r"gen-\d{6}")
 _MADE_BY = "sanctuary-local index"
 _MARKER_TEMP = re.compile(rf"\.{re.escape(MARKER)}\.[^/]+\.tmp")
 
