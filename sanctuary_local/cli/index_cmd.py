@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -50,16 +51,14 @@ def index(
     limits = Limits(max_file_bytes=_mb(max_file_mb), max_archive_bytes=_mb(max_archive_mb),
                     max_docx_xml_bytes=_mb(max_docx_xml_mb), max_pdf_pages=max_pdf_pages, follow_links=follow_links)
     console = Console(stderr=True)
-    with Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  TextColumn("{task.description}"), console=console, transient=True, disable=quiet or not console.is_terminal) as bar:
-        task = bar.add_task("", total=None)
-
-        def tick(done: int, total: int, path: str) -> None:
-            bar.update(task, completed=done, total=total, description=_shown(path[-60:]))
-
+    try:
         with _library_warnings(console):
-            rep = build_index(folder, out, segment_tokens=segment_tokens, limits=limits, other_folder=other_folder,
-                              progress=tick)
+            rep = _build_with_bar(console, quiet, lambda tick: build_index(
+                folder, out, segment_tokens=segment_tokens, limits=limits, other_folder=other_folder, progress=tick))
+    except KeyboardInterrupt:  # typer would exit 130 without a word
+        _say(console, f"stopped: {_shown(str(out))} keeps its last complete index, if it had one (a new one goes "
+                      "live only when complete); run the same command again to finish")
+        raise typer.Exit(130) from None
     size = f"{rep.text_bytes / 1e6:.1f} MB" if rep.text_bytes >= 1e6 else f"{rep.text_bytes / 1e3:.1f} kB"
     _say(console, f"index {_shown(str(out))} ({rep.generation}): {rep.indexed} files read, {rep.reused} unchanged, "
                   f"{rep.removed} removed; {rep.units} documents, {rep.segments} segments, {size} of text "
@@ -67,6 +66,18 @@ def index(
     for kind in ("failed", "skipped", "flagged"):
         _print_problems(console, kind, getattr(rep, kind))
     _say(console, f"report: {_shown(str(Path(out) / REPORT_NAME))}")
+
+
+def _build_with_bar(console: Console, quiet: bool, build: Callable[[Callable[[int, int, str], None]], Any]) -> Any:
+    """``build(tick)`` under a progress bar (none with ``--quiet`` or off a terminal)."""
+    with Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  TextColumn("{task.description}"), console=console, transient=True, disable=quiet or not console.is_terminal) as bar:
+        task = bar.add_task("", total=None)
+
+        def tick(done: int, total: int, path: str) -> None:
+            bar.update(task, completed=done, total=total, description=_shown(path[-60:]))
+
+        return build(tick)
 
 
 #: Problems of one kind printed one per line; past this, the first ones and a count per reason.
