@@ -300,3 +300,22 @@ def test_ctrl_c_during_index_says_what_is_left(tmp_path: Path) -> None:
     assert proc.returncode == 130, err
     assert "stopped:" in err and "run the same command again" in err and "Traceback" not in err
     assert not (out / "CURRENT").exists()
+
+
+def test_a_rerun_removes_the_temporary_files_a_killed_run_left(tmp_path: Path) -> None:
+    """A run killed between writing CURRENT's (or the report's) temporary copy and renaming it
+    left `.CURRENT.*.tmp` in the index folder for good; the next run removes them (regular
+    files only: a link of that name is left alone)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("A note about bridges.\n")
+    out = tmp_path / "ix"
+    assert main(["index", str(src), "--out", str(out), "--quiet"]) == 0
+    (out / ".CURRENT.k1ll3d.tmp").write_text("gen-000002")
+    (out / ".index_report.json.k1ll3d.tmp").write_text("{")
+    (tmp_path / "keep.txt").write_text("the user's")
+    (out / ".CURRENT.link.tmp").symlink_to(tmp_path / "keep.txt")
+    assert main(["index", str(src), "--out", str(out), "--quiet"]) == 0
+    left = sorted(p.name for p in out.iterdir() if p.name.endswith(".tmp"))
+    assert left == [".CURRENT.link.tmp"]
+    assert (tmp_path / "keep.txt").read_text() == "the user's"

@@ -123,12 +123,21 @@ def _previous(out: Path) -> tuple[Any, dict[str, Any]]:
     return old, old.manifest.get("files", {})
 
 
+#: The temporary files ``atomic_write_bytes`` makes in the index folder (``.CURRENT.x1y2.tmp``), left by
+#: a run killed between writing one and renaming it into place.
+_OUR_TEMPS = {f".{name}." for name in (CURRENT, REPORT_NAME)}
+
+
 def _clean_stale(out: Path, keep: str | None) -> None:
     """Remove generation folders a crashed run left (all but the live one; only
-    ``gen-NNNNNN`` folders: nothing else in ``out`` is ours to delete)."""
+    ``gen-NNNNNN`` folders: nothing else in ``out`` is ours to delete), and the temporary
+    copies of ``CURRENT`` and the report it left (regular files, never a link)."""
     for p in generations(out):
         if p.name != keep:
             shutil.rmtree(p, ignore_errors=True)
+    for p in Path(out).iterdir():
+        if p.name.endswith(".tmp") and any(p.name.startswith(t) for t in _OUR_TEMPS) and not p.is_symlink() and p.is_file():
+            p.unlink(missing_ok=True)
 
 
 def _next_name(out: Path, live: str | None) -> str:
