@@ -181,6 +181,21 @@ def test_claims_that_are_refused(site: tuple[Server, Path]) -> None:
     long = server.request("POST", "/api/checks", {"claim": "x" * 2001})
     assert long.status == 422 and long.json()["error"] == "the claim has 2,001 characters; at most 2,000 are allowed"
     assert server.request("POST", "/api/checks", {"claim": "   "}).json()["error"] == "the claim is empty"
+    # only invisible characters: zero-width spaces and joiners, a BOM, bidi controls (Unicode
+    # category Cf), with whitespace around them, are empty too (they were checked as a claim)
+    for invisible in ("\u200b", "\u200b\u200c\u200d\u2060\ufeff", " \u200b \n\t\u00a0", "\u202e\u2066\u200f", "\u00ad\u061c"):
+        reply = server.request("POST", "/api/checks", {"claim": invisible})
+        assert reply.status == 422 and reply.json()["error"] == "the claim is empty", (invisible, reply.text)
+    # a control character (NUL, ESC, DEL, a C1 code) is refused in one line saying which and where
+    for claim, code, at in (("Water\x00boils", "U+0000", 6), ("\x1b[31mWater boils", "U+001B", 1),
+                            ("Water boils\x7f", "U+007F", 12), ("Water\u0085boils", "U+0085", 6)):
+        reply = server.request("POST", "/api/checks", {"claim": claim})
+        error = reply.json()["error"]
+        assert reply.status == 422 and f"control character ({code} at character {at})" in error, (claim, error)
+        assert "\n" not in error and claim not in error
+    # line breaks and tabs inside a claim, and a zero-width character beside real text, are fine
+    assert server.request("POST", "/api/checks", {"claim": "Water\tboils\nat 70\u200b degrees"}).status == 202
+    n_before += 1
     assert server.request("POST", "/api/checks", {"claim": "x", "claim_date": "01-05-2024"}).status == 422
     assert server.request("POST", "/api/checks", {"claim": 5}).status == 422
     assert server.request("POST", "/api/checks", {"text": "x"}).status == 422
@@ -233,6 +248,9 @@ def test_forms_need_their_csrf_token(site: tuple[Server, Path]) -> None:
     stored = server.request("GET", "/api" + typed.headers["location"]).json()["claim"]
     assert "\r" not in stored and stored == ("x" * 9 + "\n") * 199 + "x" * 9
     assert server.request("GET", "/checks").headers.get("location") == "/"  # a refused form's URL, reloaded
+    blank = urllib.parse.quote("\u200b\u200b\r\n\u200b")  # typed in the form: refused as empty, not checked
+    invisible = server.request("POST", "/checks", f"claim={blank}&csrf={csrf}".encode(), {**form, "cookie": f"sl_sid={sid}"})
+    assert invisible.status == 422 and 'id="form-error">the claim is empty<' in invisible.text
 
 
 def test_a_foreign_host_header_is_refused(site: tuple[Server, Path]) -> None:

@@ -6,7 +6,10 @@ source text with its span highlighted), ``/checks/{id}/download`` (``predictions
 ``/files/{path}`` (a corpus file as it is), ``/login``. API: ``POST /api/checks``,
 ``GET /api/checks/{id}``, ``GET /api/checks``, ``GET /api/status``. Forms carry a CSRF
 token; the API takes JSON only (a cross-site form cannot send it) and, with a token set,
-``Authorization: Bearer``. A claim is at most ``MAX_CLAIM_CHARS`` characters (422 above).
+``Authorization: Bearer``. A claim is at most ``MAX_CLAIM_CHARS`` characters (422 above); one
+made only of whitespace and invisible format characters (zero-width spaces, bidi marks:
+category Cf) is empty, and one with a control character other than a line break or a tab
+(NUL, ESC...: category Cc) is refused too (422).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import secrets
+import unicodedata
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,8 +72,11 @@ def parse_claim(claim: Any, claim_date: Any) -> tuple[str, str | None]:
     if not isinstance(claim, str):
         raise ClaimError("'claim' must be a string")
     claim = claim.replace("\r\n", "\n").replace("\r", "\n").strip()  # a form sends CRLF; its maxlength counts one
-    if not claim:
+    if all(c.isspace() or unicodedata.category(c) == "Cf" for c in claim):  # "", or only invisible characters
         raise ClaimError("the claim is empty")
+    if (bad := next((c for c in claim if unicodedata.category(c) == "Cc" and c not in "\n\t"), None)) is not None:
+        raise ClaimError(f"the claim contains a control character (U+{ord(bad):04X} at character "
+                         f"{claim.index(bad) + 1:,}); only line breaks and tabs are allowed")
     if len(claim) > MAX_CLAIM_CHARS:
         raise ClaimError(f"the claim has {len(claim):,} characters; at most {MAX_CLAIM_CHARS:,} are allowed")
     if claim_date in (None, ""):
