@@ -217,8 +217,8 @@ def test_report_shows_the_parts_and_their_labels_escaped() -> None:
                                      {"text": "They contain blood.", "label": None}],
                            "model_label": NEE, "and_label": None}}
     page = render_claim(Prediction(3, "c3", CLAIM.text, NEE, meta=meta), [], None)
-    assert "<li>Nike made &lt;b&gt;shoes&lt;/b&gt;. <span class=\"verdict v-Supported\">Supported</span></li>" in page
-    assert "<li>They contain blood. <span class=\"meta\">no label</span></li>" in page
+    assert "<li><bdi>Nike made &lt;b&gt;shoes&lt;/b&gt;.</bdi> <span class=\"verdict v-Supported\">Supported</span></li>" in page
+    assert "<li><bdi>They contain blood.</bdi> <span class=\"meta\">no label</span></li>" in page
     assert "the model&#x27;s own label stands" in page
     whole = render_claim(Prediction(3, "c3", CLAIM.text, NEE), [], None)
     assert 'class="parts"' not in whole

@@ -119,15 +119,28 @@ def test_untrusted_text_is_escaped(report: Path) -> None:
     assert "<script>" not in index and 'href="claim_0.html"' in index and 'href="claim_1.html"' in index
 
 
+def test_text_from_the_run_is_bidi_isolated(report: Path) -> None:
+    """Claims, questions, justifications, page text and URLs come from the run: each sits in an
+    element of its own direction (``dir="auto"``), so a right-to-left claim reads right to left
+    and an unclosed RLO in it cannot reverse the text after it."""
+    page = (report / "claim_1.html").read_text("utf-8")
+    for element in ('<p class="claim" id="claim" dir="auto">', '<div class="justification" id="justification" dir="auto">',
+                    '<span class="q" dir="auto">', '<div class="context" dir="auto">'):
+        assert element in page, element
+    assert re.search(r'<span class="url" dir="auto">|<a href="[^"]*" rel="noreferrer noopener" dir="auto">', page)
+    index = (report / "index.html").read_text("utf-8")
+    assert '<a href="claim_1.html" dir="auto">' in index
+
+
 @pytest.mark.parametrize("url", ["javascript:alert(1)", " JavaScript:alert(1)", "java\tscript:alert(1)",
                                  "data:text/html,<script>alert(1)</script>", "https://ok.example/x y"])
 def test_only_plain_http_source_urls_become_links(url: str) -> None:
     pred = Prediction(claim_index=0, claim_id="0", claim="c", label="Refuted")
     page = render_claim(pred, [ReportSnippet("E1", "e1", "q", url, 0, 0, 1, "x", 1.0)], {0: "x"})
-    assert f'<span class="url">{html.escape(url)}</span>' in page and "<script>" not in page
+    assert f'<span class="url" dir="auto">{html.escape(url)}</span>' in page and "<script>" not in page
     assert re.findall(r'href="([^"#][^"]*)"', page) == ["index.html"]  # no link but the way back
     ok = render_claim(pred, [ReportSnippet("E1", "e1", "q", "https://a.example/?b=1&c=<2>", 0, 0, 1, "x", 1.0)], {0: "x"})
-    assert '<a href="https://a.example/?b=1&amp;c=&lt;2&gt;" rel="noreferrer noopener">' in ok
+    assert '<a href="https://a.example/?b=1&amp;c=&lt;2&gt;" rel="noreferrer noopener" dir="auto">' in ok
 
 
 def test_flags_mark_degrading_ones(report: Path) -> None:
@@ -160,7 +173,7 @@ def test_without_the_store_snippets_are_shown_alone_with_a_note(run_dir: Path, t
     page = (summary.index.parent / "claim_1.html").read_text("utf-8")
     note = re.search(r'<p class="note" id="store-note">(.*?)</p>', page).group(1)
     assert html.escape(str(tmp_path / "gone")) in note and "each snippet is shown alone" in note
-    sections = re.findall(r'<div class="context">(.*?)</div>', page, re.S)
+    sections = re.findall(r'<div class="context" dir="auto">(.*?)</div>', page, re.S)
     assert sections and all(re.fullmatch(r"<mark>[^<]*</mark>", body) for body in sections)
 
 
@@ -183,7 +196,7 @@ def test_a_claim_missing_from_the_store_or_a_changed_store_is_named(run_dir: Pat
     assert f"{html.escape(str(store / '0.json'))}: not in the knowledge store" in page0
     page1 = (out / "claim_1.html").read_text("utf-8")
     assert 'id="store-note"' not in page1 and "does not hold the snippet" in page1
-    for body in re.findall(r'<div class="context">(.*?)</div>', page1, re.S):
+    for body in re.findall(r'<div class="context" dir="auto">(.*?)</div>', page1, re.S):
         if "span-note" in body:  # the note, then the snippet alone
             assert re.fullmatch(r'<span class="note span-note">[^<]*</span>\n<mark>[^<]*</mark>', body)
 
@@ -287,7 +300,7 @@ def test_pages_load_nothing_and_every_link_resolves(report: Path) -> None:
             if href.startswith("#"):
                 assert href[1:] in ids, (page.name, href)
             elif href.startswith("https://"):  # a source page: followed only when the reader clicks it
-                assert ("a", {"href": href, "rel": "noreferrer noopener"}) in parsed.tags
+                assert ("a", {"href": href, "rel": "noreferrer noopener", "dir": "auto"}) in parsed.tags
             else:
                 assert (report / href).is_file(), (page.name, href)
 
@@ -313,7 +326,7 @@ def test_pages_render_in_headless_chromium(report: Path, tmp_path: Path) -> None
     dom = _chromium("--dump-dom", page.as_uri(), tmp=tmp_path).stdout
     assert "<title>Claim 0: Refuted</title>" in dom  # not "pwned": the claim's markup never ran
     assert '<span class="verdict v-Refuted" id="verdict">Refuted</span>' in dom and "<script" not in dom
-    assert html.escape(EVIL, quote=False) in re.search(r'<p class="claim" id="claim">(.*?)</p>', dom, re.S).group(1)
+    assert html.escape(EVIL, quote=False) in re.search(r'<p class="claim" id="claim" dir="auto">(.*?)</p>', dom, re.S).group(1)
     ids, targets = set(re.findall(r'\bid="([^"]+)"', dom)), re.findall(r'href="#([^"]+)"', dom)
     assert "e-1-1" in targets and set(targets) <= ids  # citation links land on rendered snippets
     docs = _docs(0)
@@ -328,5 +341,5 @@ def test_pages_render_in_headless_chromium(report: Path, tmp_path: Path) -> None
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(data[16:20], "big") == 1280 and len(data) > 20_000
     assert _highlighted_pixels(shot) > 2_000  # the marked snippets are on screen, highlighted
     index_dom = _chromium("--dump-dom", (report / "index.html").as_uri(), tmp=tmp_path).stdout
-    rows = re.findall(r'<tr(?: class="degraded")?><td>(\d+)</td><td><a href="(claim_\d+\.html)">', index_dom)
+    rows = re.findall(r'<tr(?: class="degraded")?><td>(\d+)</td><td><a href="(claim_\d+\.html)" dir="auto">', index_dom)
     assert rows == [("0", "claim_0.html"), ("1", "claim_1.html"), ("2", "claim_2.html")]

@@ -326,7 +326,7 @@ def test_the_trained_verdict_is_resident_and_shows_its_stage(tmp_path: Path, rep
                 ("hyde", "done"), ("retrieval", "done"), ("verdict", "done")], view["stages"]
             # its justification lists "Not Enough Evidence 0.16": a probability, not a made-up citation
             page = server.request("GET", f"/checks/{view['id']}").text
-            justification = re.search(r'id="justification">(.*?)</div>', page, re.S).group(1)
+            justification = re.search(r'id="justification"[^>]*>(.*?)</div>', page, re.S).group(1)
             assert re.search(r"Not Enough Evidence \d\.\d\d", justification) and "cite-missing" not in justification
     finally:
         server.close()

@@ -187,3 +187,48 @@ def test_real_model_check_in_the_browser(browser: Any, tmp_path: Path, repo_dir:
         print(f"cpu-fast, model loaded: Check to verdict {took:.1f} s in the browser ({verdict})")
     finally:
         server.close()
+
+
+#: Right-to-left text as an analyst may paste it: Hebrew, a question mark, and a claim ending
+#: in an unclosed RIGHT-TO-LEFT OVERRIDE (U+202E) that would reverse whatever follows it.
+RTL_CLAIM = "המים רותחים ב-70 מעלות בפסגת האוורסט?"
+RLO_CLAIM = "Water boils at 70 degrees \u202eon Everest"
+
+
+def test_right_to_left_claims_are_isolated(browser: Any, tmp_path: Path, repo_dir: Path) -> None:
+    """A claim's text is shown in its own direction and cannot reorder the page around it:
+    a Hebrew claim reads right to left (its "?" at its left end), and an unclosed RLO in a
+    claim stops at the claim's end. Before, the claim inherited the page's left-to-right
+    direction, and on the home page the RLO reversed the stage names after the running claim
+    (they were drawn to its left, their letters backwards)."""
+    from selenium.webdriver.common.by import By
+
+    index = build_index(repo_dir / "examples" / "corpus", tmp_path / "index")
+    server = Server(index, tmp_path / "data", latency_s=60)  # the first check runs on; the second waits
+    try:
+        server.wait_ready()
+        running = server.request("POST", "/api/checks", {"claim": RLO_CLAIM}).json()["id"]
+        waiting = server.request("POST", "/api/checks", {"claim": RTL_CLAIM}).json()["id"]
+        while server.request("GET", f"/api/checks/{running}").json()["status"] != "running":
+            time.sleep(0.1)
+        base = f"http://127.0.0.1:{server.port}"
+
+        def direction(el: Any) -> str:
+            return browser.execute_script("return getComputedStyle(arguments[0]).direction", el)
+
+        browser.get(f"{base}/checks/{waiting}")
+        claim = browser.find_element(By.ID, "claim")
+        assert claim.text == RTL_CLAIM and direction(claim) == "rtl"
+
+        browser.get(base + "/")
+        link = browser.find_element(By.CSS_SELECTOR, "#running a")
+        first_stage = browser.find_element(By.CSS_SELECTOR, "#running .stage")
+        right_end = link.location["x"] + link.size["width"]
+        assert first_stage.location["x"] >= right_end - 1, (  # after the claim, where it is in the text
+            f"the claim's RLO moved the stages: link ends at x={right_end}, first stage at x={first_stage.location['x']}")
+        queued = browser.find_element(By.CSS_SELECTOR, f'#waiting a[href="/checks/{waiting}"]')
+        assert direction(queued) == "rtl"
+        history = browser.find_element(By.CSS_SELECTOR, f'#history a[href="/checks/{waiting}"]')
+        assert direction(history) == "rtl"
+    finally:
+        server.close()

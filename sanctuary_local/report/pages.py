@@ -120,8 +120,8 @@ def snippet_in_context(snip: ReportSnippet, doc_text: str | None) -> str:
 def _source(url: str) -> str:
     """The snippet's URL: a link when it is plain http(s), else escaped text."""
     if _LINKABLE.fullmatch(url):
-        return f'<a href="{html.escape(url, quote=True)}" rel="noreferrer noopener">{html.escape(url)}</a>'
-    return f'<span class="url">{html.escape(url)}</span>'
+        return f'<a href="{html.escape(url, quote=True)}" rel="noreferrer noopener" dir="auto">{html.escape(url)}</a>'
+    return f'<span class="url" dir="auto">{html.escape(url)}</span>'
 
 
 def linkify_citations(justification: str, anchors: dict[str, str]) -> str:
@@ -198,7 +198,7 @@ def _parts_html(pred: Prediction) -> str:
         lbl = part.get("label") if isinstance(part.get("label"), str) else None
         badge = (f'<span class="verdict v-{re.sub(r"[^A-Za-z]", "", lbl)}">{html.escape(lbl)}</span>' if lbl
                  else '<span class="meta">no label</span>')
-        items.append(f"<li>{html.escape(str(part.get('text', '')))} {badge}</li>")
+        items.append(f"<li><bdi>{html.escape(str(part.get('text', '')))}</bdi> {badge}</li>")
     how = ("the claim's label is the AND of its parts' labels" if comp.get("and_label")
            else "not every part got a label: the model's own label stands")
     return f'<p class="meta">Parts of the claim ({html.escape(how)}):</p><ol class="parts">{"".join(items)}</ol>'
@@ -211,7 +211,7 @@ def _index_row(p: Prediction) -> str:
     degraded = f'<br><span class="degraded">degraded: {html.escape(", ".join(reasons))}</span>' if reasons else ""
     row_class = ' class="degraded"' if reasons else ""
     return (f"<tr{row_class}><td>{p.claim_index}</td>"
-            f'<td><a href="{page_name(p)}">{html.escape(p.claim)}</a></td>'
+            f'<td><a href="{page_name(p)}" dir="auto">{html.escape(p.claim)}</a></td>'
             f'<td><span class="verdict v-{re.sub(r"[^A-Za-z]", "", p.label)}">{html.escape(p.label)}</span></td>'
             f"<td>{len(p.flags)}{degraded}</td></tr>")
 
