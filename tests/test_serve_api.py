@@ -312,6 +312,30 @@ def test_a_full_queue_answers_429(tmp_path: Path, repo_dir: Path) -> None:
         server.close()
 
 
+def test_flags_are_explained_on_the_check_page(tmp_path: Path, repo_dir: Path) -> None:
+    """Each flag of a finished check is shown with its plain-language sentence
+    (``flag_help.explain``), its code kept beside it; before, the page listed bare codes such
+    as ``no_snippets:q0``. The stand-in's one question is far from every page: with the
+    default threshold it finds no snippet, which flags ``no_snippets:q0``."""
+    from sanctuary_local.flag_help import UNKNOWN_TEXT, explain
+
+    index = build_index(repo_dir / "examples" / "corpus", tmp_path / "index")
+    server = Server(index, tmp_path / "data")
+    try:
+        server.wait_ready()
+        view = server.wait_done(server.request("POST", "/api/checks", {"claim": CLAIM}).json()["id"])
+        flags = view["result"]["flags"]
+        assert "no_snippets:q0" in flags, flags
+        page = server.request("GET", f"/checks/{view['id']}").text
+        shown = re.findall(r'<li><code class="flag" dir="auto">(.*?)</code> (.*?)</li>', re.search(
+            r'<ul class="flags explained" id="flags">(.*?)</ul>', page, re.S).group(1))
+        assert [(html.unescape(code), html.unescape(text)) for code, text in shown] == [(f, explain(f)) for f in flags]
+        assert all(text != UNKNOWN_TEXT for _, text in shown)
+        assert "for these questions nothing in the store was similar enough to count as evidence" in page
+    finally:
+        server.close()
+
+
 def test_the_trained_verdict_is_resident_and_shows_its_stage(tmp_path: Path, repo_dir: Path) -> None:
     """Stage 3's trained verdict (the `cpu` profiles' default) runs on the server's resident
     model, loaded with the others, and its stage shows in each check's progress."""

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from sanctuary_local.errors import UserError
+from sanctuary_local.flag_help import explain
 from sanctuary_local.records import LABELS, Prediction
 from sanctuary_local.serve.jobs import CheckRecord
 
@@ -46,6 +47,7 @@ def templates() -> Any:
     env.filters["urlpath"] = lambda p: urllib.parse.quote(str(p), safe="/")
     env.filters["vclass"] = lambda label: re.sub(r"[^A-Za-z]", "", str(label))
     env.filters["stage_title"] = lambda name: STAGE_TITLES.get(name, name)
+    env.filters["flag_text"] = explain  # a flag's plain-language sentence (flag_help.FLAG_TEXT)
     return env
 
 
