@@ -343,3 +343,41 @@ def test_pages_render_in_headless_chromium(report: Path, tmp_path: Path) -> None
     index_dom = _chromium("--dump-dom", (report / "index.html").as_uri(), tmp=tmp_path).stdout
     rows = re.findall(r'<tr(?: class="degraded")?><td>(\d+)</td><td><a href="(claim_\d+\.html)" dir="auto">', index_dom)
     assert rows == [("0", "claim_0.html"), ("1", "claim_1.html"), ("2", "claim_2.html")]
+
+
+def test_a_reindexed_corpus_keeps_each_snippet_in_its_own_file(tmp_path: Path) -> None:
+    """A run over a corpus index, reported after the index was rebuilt with a file that sorts
+    first: every unit number moved by one. The report looked each snippet's page up by its
+    unit number in the live index, found another file's text there, and showed every snippet
+    alone with "does not hold the snippet"; each is now found again in its own file (its URL)
+    and span, as serve's check page does, and the pages are the same as before the re-index."""
+    from sanctuary_local.corpus.source import source_key
+    from sanctuary_local.stages.evidence import run_retrieval
+    from sanctuary_local.stages.verdict.line import official_evidence
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(EXAMPLES / "corpus", corpus)
+    index = tmp_path / "index"
+    assert cli_main(["index", str(corpus), "--out", str(index), "--quiet"]) == 0
+    run = tmp_path / "run"
+    check_state(run, {"config": "report-test", "store": source_key(index)}, force=True, store_path=str(index))
+    claim = read_claims(EXAMPLES / "claims.json")[0]
+    hyde = [HydeResult(claim.index, "Refuted", (Query(claim.index, 0, claim.text, ()),))]
+    cfg = load_config("cpu", {"retrieval": {"retriever": {"similarity_threshold": 0}}})
+    ev = run_retrieval(index, hyde, cfg.retrieval, workers=1)[0]
+    StageFile(run / STAGE_FILES["retrieval"], lambda d: d).append(claim.index, ev, {"seconds": 0.0})
+    evidence, evidence_all, flags = official_evidence(claim, ev)
+    write_predictions_json([Prediction(claim_index=claim.index, claim_id=claim.claim_id, claim=claim.text, label="Refuted",
+                                       evidence=evidence, evidence_all=evidence_all, flags=flags,
+                                       justification="Evidence 1.1 says so.")], run / "predictions.json")
+
+    def page() -> str:
+        return (write_report(run, tmp_path / "report").index.parent / f"claim_{claim.index}.html").read_text("utf-8")
+
+    before = page()
+    contexts = re.findall(r'<div class="context" dir="auto">(.*?)</div>', before, re.S)
+    assert contexts and all("span-note" not in c and "<mark>" in c for c in contexts), before[-3000:]
+    (corpus / "aaa-first.txt").write_text("Everest climbers say water boils at about 70 degrees Celsius there.\n")
+    assert cli_main(["index", str(corpus), "--out", str(index), "--quiet"]) == 0
+    after = page()
+    assert "does not hold the snippet" not in after and after == before

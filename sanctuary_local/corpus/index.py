@@ -1,4 +1,5 @@
-"""A built corpus index, memory-mapped: BM25 search over its segments, unit texts, provenance.
+"""A built corpus index, memory-mapped: BM25 search over its segments, unit texts, provenance,
+and a run's snippet found again after a re-index renumbered the units (``locate_snippet``).
 
 Nothing is loaded whole: every array is ``np.load(mmap_mode="r")`` and the texts are read
 from a memory map of ``texts.bin`` one unit at a time. After each query the postings'
@@ -29,7 +30,7 @@ from sanctuary_local.retrieval.bm25 import top_k
 from sanctuary_local.retrieval.segment import TOKENISER_ID, _is_stop, term_hashes
 
 __all__ = ["CURRENT", "INDEX_FORMAT", "CorpusIndex", "Provenance", "corpus_problem", "is_corpus_index", "live_manifest",
-           "pinned"]
+           "locate_snippet", "pinned"]
 
 #: The file naming an index folder's live generation (``build.py`` replaces it atomically).
 CURRENT = "CURRENT"
@@ -221,6 +222,36 @@ class CorpusIndex:
         """(unit, start, end, tokens) of one segment."""
         a = self.arrays
         return int(a["seg_unit"][seg]), int(a["seg_start"][seg]), int(a["seg_end"][seg]), int(a["seg_ntok"][seg])
+
+
+#: Units scanned for a moved snippet whose URL names no indexed file (a page's own URL).
+SCAN_UNITS = 20_000
+
+
+def _holds(index: CorpusIndex, unit: int, s: Any) -> bool:
+    """Whether ``unit`` of the live index is the snippet's page and holds it at its span."""
+    if not 0 <= unit < index.n_units or index.unit_url(unit) != s.url:
+        return False
+    return s.start is None or s.end is None or index.unit_text(unit)[s.start:s.end] == s.text
+
+
+def locate_snippet(index: CorpusIndex, s: Any) -> int | None:
+    """The unit of the live index holding snippet ``s`` (anything with ``url``,
+    ``doc_position``, ``start``, ``end`` and ``text``, as a run recorded them): its own
+    ``doc_position`` unless a re-index since the run moved it (a file added or removed
+    before it renumbers the units), then the unit of its file (``s.url``) that holds it;
+    None when none does. The check page of ``serve`` and ``report`` both find snippets so."""
+    if s.doc_position is None:
+        return None
+    if _holds(index, s.doc_position, s):
+        return s.doc_position
+    entry = (index.manifest.get("files") or {}).get(s.url.split("#")[0])
+    units = entry.get("units") if isinstance(entry, dict) else None
+    if isinstance(units, list) and len(units) == 2:
+        candidates = range(int(units[0]), int(units[1]))
+    else:
+        candidates = range(index.n_units if index.n_units <= SCAN_UNITS else 0)
+    return next((u for u in candidates if _holds(index, u, s)), None)
 
 
 def _mapped(maps: dict[str, mmap.mmap | bytes], folder: Path, name: str) -> mmap.mmap | bytes:

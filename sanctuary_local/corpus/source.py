@@ -17,7 +17,7 @@ text, so every snippet's ``start``/``end`` is a span of the extracted text and
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,24 +26,6 @@ from sanctuary_local.corpus.index import CorpusIndex, is_corpus_index, pinned
 from sanctuary_local.records import ClaimEvidence, Document, Query, Segment
 
 __all__ = ["CorpusSource", "open_source", "retrieval_path", "source_key"]
-
-
-class _UnitTexts(Mapping[int, str]):
-    """Unit number → extracted text, read on access (the report's source pages)."""
-
-    def __init__(self, index: CorpusIndex) -> None:
-        self.index = index
-
-    def __getitem__(self, unit: int) -> str:
-        if not 0 <= int(unit) < self.index.n_units:
-            raise KeyError(unit)
-        return self.index.unit_text(int(unit))
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(range(self.index.n_units))
-
-    def __len__(self) -> int:
-        return self.index.n_units
 
 
 class CorpusSource:
@@ -64,9 +46,6 @@ class CorpusSource:
 
     def fingerprint(self, claim_index: int) -> str:
         return self.index.fingerprint
-
-    def unit_texts(self) -> Mapping[int, str]:
-        return _UnitTexts(self.index)
 
     def claim_inputs(self, claim_index: int, queries: Sequence[Query], k: int) -> tuple[list[Document], list[list[Segment]]]:
         """The top-``k`` segments of each query over the corpus (best first) as the

@@ -24,9 +24,10 @@ import orjson
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import atomic_write_bytes, open_regular, read_regular
 from sanctuary_local.records import ClaimEvidence, Prediction
-from sanctuary_local.report.pages import claim_snippets, page_name, render_claim, render_index
+from sanctuary_local.report.pages import ReportSnippet, claim_snippets, page_name, render_claim, render_index
 
 if TYPE_CHECKING:
+    from sanctuary_local.corpus.source import CorpusSource
     from sanctuary_local.io.store import KnowledgeStore
 
 __all__ = ["ReportSummary", "open_store", "read_stage2", "run_info", "write_report"]
@@ -89,7 +90,7 @@ def _recorded_store(run_dir: Path) -> Path | None:
     return Path(store) if isinstance(store, str) and store else None
 
 
-def open_store(run_dir: Path, store: Path | None) -> tuple[KnowledgeStore | None, str]:
+def open_store(run_dir: Path, store: Path | None) -> tuple[KnowledgeStore | CorpusSource | None, str]:
     """The knowledge store for the snippets' pages (``store``, else the run's own), or
     None and the reason, which every page states; a missing store is never an error."""
     from sanctuary_local.corpus.source import open_source
@@ -103,12 +104,21 @@ def open_store(run_dir: Path, store: Path | None) -> tuple[KnowledgeStore | None
         return None, str(exc)
 
 
-def _claim_docs(ks: KnowledgeStore | None, why_not: str, claim_index: int) -> tuple[dict[int, str] | None, str]:
-    """Document position → text of one claim's store file, or None and why not."""
+def _claim_docs(ks: KnowledgeStore | CorpusSource | None, why_not: str, claim_index: int,
+                snippets: list[ReportSnippet]) -> tuple[dict[int, str] | None, str]:
+    """Document position → text of one claim's store file, or None and why not. For a corpus
+    index, the page of each of the claim's snippets by the position the run recorded, found
+    again in its own file (a re-index since the run renumbers the units; a snippet no unit
+    holds any more gets no page, so its note says the index does not hold it)."""
     if ks is None:
         return None, why_not
-    if hasattr(ks, "unit_texts"):  # a corpus index: positions are its units, read on demand
-        return ks.unit_texts(), ""
+    from sanctuary_local.corpus.source import CorpusSource
+
+    if isinstance(ks, CorpusSource):
+        from sanctuary_local.corpus.index import locate_snippet
+
+        units = {s.doc_position: locate_snippet(ks.index, s) for s in snippets if s.doc_position is not None}
+        return {pos: ks.index.unit_text(u) for pos, u in units.items() if u is not None}, ""
     if not ks.has(claim_index):
         return None, f"{ks.file_name(claim_index)}: not in the knowledge store"
     try:
@@ -178,8 +188,9 @@ def write_report(run_dir: Path, out: Path | None = None, store: Path | None = No
         raise UserError(f"{out}: cannot create the report directory: {exc.strerror or exc}") from None
     tick(0, len(preds))
     for i, p in enumerate(preds, start=1):
-        docs, reason = _claim_docs(ks, why_not, p.claim_index)
-        page = render_claim(p, claim_snippets(p, stage2.get(p.claim_index)), docs, reason, alone=alone)
+        snippets = claim_snippets(p, stage2.get(p.claim_index))
+        docs, reason = _claim_docs(ks, why_not, p.claim_index, snippets)
+        page = render_claim(p, snippets, docs, reason, alone=alone)
         _write(out / page_name(p), page)
         tick(i, len(preds))
     _write(out / "index.html", render_index(run_dir.resolve().name, preds, run_info(run_dir)))

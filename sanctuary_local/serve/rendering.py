@@ -129,7 +129,7 @@ def load_result(run_dir: Path, corpus: Path, indexed: Container[str], check_id: 
     """The finished check in ``run_dir`` (``UserError`` when its files cannot be read)."""
     from markupsafe import Markup
 
-    from sanctuary_local.corpus.index import CorpusIndex
+    from sanctuary_local.corpus.index import CorpusIndex, locate_snippet
     from sanctuary_local.io.predictions import prediction_to_official, read_predictions_json
     from sanctuary_local.report.build import read_stage2
     from sanctuary_local.report.pages import claim_snippets, linkify_citations, snippet_in_context
@@ -147,7 +147,7 @@ def load_result(run_dir: Path, corpus: Path, indexed: Container[str], check_id: 
         index, problem = None, f"the corpus index cannot be read: {exc}"
     views = []
     for n, s in enumerate(snippets, start=1):
-        unit = _locate(index, s)
+        unit = locate_snippet(index, s) if index is not None else None
         meta = _unit_meta(index, unit)
         text = index.unit_text(unit) if meta else None
         path = str(meta.get("path", "")) if meta else ""
@@ -163,33 +163,7 @@ def load_result(run_dir: Path, corpus: Path, indexed: Container[str], check_id: 
     return CheckResult(pred, prediction_to_official(pred), probs, calibrated, questions, views, justification, problem)
 
 
-#: Units scanned for a moved snippet whose URL names no indexed file (a page's own URL).
-SCAN_UNITS = 20_000
 _GONE = "the corpus index no longer holds this snippet in its file (changed or removed since the check)"
-
-
-def _holds(index: Any, unit: int, s: Any) -> bool:
-    """Whether ``unit`` of the live index is the snippet's page and holds it at its span."""
-    if not 0 <= unit < index.n_units or index.unit_url(unit) != s.url:
-        return False
-    return s.start is None or s.end is None or index.unit_text(unit)[s.start:s.end] == s.text
-
-
-def _locate(index: Any, s: Any) -> int | None:
-    """The unit of the live index holding snippet ``s``: its own ``doc_position`` unless a
-    re-index since the check moved it (a file added or removed before it renumbers the
-    units), then the unit of its file (``s.url``) that holds it; None when none does."""
-    if index is None or s.doc_position is None:
-        return None
-    if _holds(index, s.doc_position, s):
-        return s.doc_position
-    entry = (index.manifest.get("files") or {}).get(s.url.split("#")[0])
-    units = entry.get("units") if isinstance(entry, dict) else None
-    if isinstance(units, list) and len(units) == 2:
-        candidates = range(int(units[0]), int(units[1]))
-    else:
-        candidates = range(index.n_units if index.n_units <= SCAN_UNITS else 0)
-    return next((u for u in candidates if _holds(index, u, s)), None)
 
 
 def _unit_meta(index: Any, unit: int | None) -> dict[str, Any] | None:
