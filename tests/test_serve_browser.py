@@ -172,7 +172,7 @@ def test_real_model_check_in_the_browser(browser: Any, tmp_path: Path, repo_dir:
     example claim, end to end: with the test profile's short generations
     (tests/data/tiny_cpu_trained.toml, based on cpu-fast) unless
     ``SERVE_PROFILE`` names another; with ``SERVE_URL`` against a server already running
-    (docs/serve.png: `serve --profile cpu-fast`, its models loaded once for the session)."""
+    (docs/serve.png: `serve --profile cpu`, the default, its models loaded once; docs/serve.md, Tests)."""
     if url := os.environ.get("SERVE_URL"):
         server: Any = _Running(url)
     else:
@@ -184,7 +184,7 @@ def test_real_model_check_in_the_browser(browser: Any, tmp_path: Path, repo_dir:
         shot = Path(os.environ.get("SERVE_SCREENSHOT") or tmp_path / "serve.png")
         claim = "Water boils at 70 degrees Celsius on the summit of Mount Everest."
         verdict, took = check_flow(browser, server, claim, shot.resolve(), timeout=1200)
-        print(f"cpu-fast, model loaded: Check to verdict {took:.1f} s in the browser ({verdict})")
+        print(f"models loaded: Check to verdict {took:.1f} s in the browser ({verdict})")
     finally:
         server.close()
 
