@@ -345,12 +345,15 @@ def test_pages_render_in_headless_chromium(report: Path, tmp_path: Path) -> None
     assert rows == [("0", "claim_0.html"), ("1", "claim_1.html"), ("2", "claim_2.html")]
 
 
-def test_a_reindexed_corpus_keeps_each_snippet_in_its_own_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("recorded", ["index", "generation"])
+def test_a_reindexed_corpus_keeps_each_snippet_in_its_own_file(tmp_path: Path, recorded: str) -> None:
     """A run over a corpus index, reported after the index was rebuilt with a file that sorts
     first: every unit number moved by one. The report looked each snippet's page up by its
     unit number in the live index, found another file's text there, and showed every snippet
     alone with "does not hold the snippet"; each is now found again in its own file (its URL)
-    and span, as serve's check page does, and the pages are the same as before the re-index."""
+    and span, as serve's check page does, and the pages are the same as before the re-index.
+    ``generation``: the run names its generation folder, as `check` records it (``index.pinned``),
+    which the re-index removes: the report reads the live index instead of stopping there."""
     from sanctuary_local.corpus.source import source_key
     from sanctuary_local.stages.evidence import run_retrieval
     from sanctuary_local.stages.verdict.line import official_evidence
@@ -360,7 +363,8 @@ def test_a_reindexed_corpus_keeps_each_snippet_in_its_own_file(tmp_path: Path) -
     index = tmp_path / "index"
     assert cli_main(["index", str(corpus), "--out", str(index), "--quiet"]) == 0
     run = tmp_path / "run"
-    check_state(run, {"config": "report-test", "store": source_key(index)}, force=True, store_path=str(index))
+    recorded_path = index / (index / "CURRENT").read_text().strip() if recorded == "generation" else index
+    check_state(run, {"config": "report-test", "store": source_key(index)}, force=True, store_path=str(recorded_path))
     claim = read_claims(EXAMPLES / "claims.json")[0]
     hyde = [HydeResult(claim.index, "Refuted", (Query(claim.index, 0, claim.text, ()),))]
     cfg = load_config("cpu", {"retrieval": {"retriever": {"similarity_threshold": 0}}})

@@ -83,11 +83,18 @@ def read_stage2(path: Path) -> dict[int, ClaimEvidence]:
 def _recorded_store(run_dir: Path) -> Path | None:
     """The store the run used, as ``run_state.json`` records it (None: not recorded);
     runs made before the store was fingerprinted by content name it in ``fingerprint.store``."""
+    from sanctuary_local.corpus.index import GEN_NAME, is_corpus_index
+
     state = _load_optional(run_dir / "run_state.json")
     store = _dig(state, "store_path") or _dig(state, "fingerprint", "store")
     if isinstance(store, str) and "@gen-" in store:  # a corpus index: "path@generation" (corpus/source.py)
         store = store.rsplit("@gen-", 1)[0]
-    return Path(store) if isinstance(store, str) and store else None
+    if not (isinstance(store, str) and store):
+        return None
+    path = Path(store)
+    if GEN_NAME.fullmatch(path.name) and not path.exists() and is_corpus_index(path.parent):
+        return path.parent  # `check` pins its generation (index.pinned); re-indexed since: the live one (locate_snippet)
+    return path
 
 
 def open_store(run_dir: Path, store: Path | None) -> tuple[KnowledgeStore | CorpusSource | None, str]:
