@@ -12,14 +12,24 @@ files, with a note saying so; one the server died under ``MAX_KILLS`` times (``r
 at start) is marked failed with that reason instead of being run again (it may be what
 kills the server). A check a graceful stop interrupted is left ``queued`` and simply resumes.
 ``DATA/serve.lock`` (``flock``) keeps a second server off the same folder.
+
+``delete_check`` removes a check: its folder is first renamed to ``checks/.deleted-<id>-…``
+(one atomic rename inside ``checks/``, never across a symlink: after it no restart can read
+the record), then removed without following any link; a start finishes a removal a crash cut
+short. ``checks/.last-id`` keeps the highest id ever given, so a deleted check's id (and URL)
+never names another check. A record marked ``cancelled`` (deleted while it ran) is deleted at start.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import re
+import secrets
+import shutil
+import stat
 import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -31,7 +41,7 @@ import orjson
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import atomic_write_bytes, read_regular
 
-__all__ = ["ACTIVE", "CheckRecord", "CheckStore", "ID_PATTERN", "MAX_KILLS"]
+__all__ = ["ACTIVE", "CheckRecord", "CheckStore", "ID_PATTERN", "MAX_KILLS", "delete_check"]
 
 #: A check id as the URLs carry it.
 ID_PATTERN = re.compile(r"[0-9]{6,12}")
@@ -41,6 +51,10 @@ ACTIVE = ("queued", "running")
 MAX_KILLS = 3
 #: Largest ``check.json`` read back (a record is a few hundred bytes).
 MAX_RECORD_BYTES = 1 << 20
+#: Prefix of a check folder being deleted (``delete_check``), and the file of the highest id given.
+TRASH, LAST_ID = ".deleted-", ".last-id"
+
+log = logging.getLogger("sanctuary_local")
 
 
 @dataclass
@@ -71,6 +85,8 @@ class CheckRecord:
     """Why it failed."""
     notes: list[str] = field(default_factory=list)
     """What happened on the way (e.g. resumed after the server stopped mid-check)."""
+    cancelled: bool = False
+    """Deleted while it ran: it is deleted once it stops (or at the next start)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,6 +95,33 @@ class CheckRecord:
     def from_dict(cls, d: dict[str, Any]) -> CheckRecord:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def _read_high(path: Path) -> int:
+    """The highest id given so far (``checks/.last-id``; 0 when missing or unreadable)."""
+    try:
+        return int(read_regular(path, 32, "last id", follow=False).decode().strip())
+    except (OSError, UserError, ValueError):
+        return 0
+
+
+def _remove(path: Path) -> None:
+    """Remove a renamed-away check folder; a link is unlinked, never followed."""
+    try:
+        if path.is_symlink() or not path.is_dir():
+            os.unlink(path)
+        else:
+            shutil.rmtree(path)  # fd-based on Linux: a link inside is removed, not followed
+    except OSError as exc:  # left for the next start to finish
+        log.warning("serve: could not remove %s: %s", path, exc)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _lock(data: Path) -> tuple[int, bool]:
@@ -120,21 +163,15 @@ class CheckStore:
         self.records: dict[str, CheckRecord] = {}
         self.skipped: list[str] = []
         """Folders under ``checks/`` that hold no readable record (named at start, left alone)."""
+        self._high = _read_high(self.dir / LAST_ID)
         for sub in sorted(self.dir.iterdir()):
-            rec = self._read(sub)
+            rec = _read_record(sub)
             if rec is not None:
                 self.records[rec.id] = rec
+            elif sub.name.startswith(TRASH):  # a delete a crash cut short
+                _remove(sub)
             elif not sub.name.startswith("."):
                 self.skipped.append(sub.name)
-
-    def _read(self, folder: Path) -> CheckRecord | None:
-        if not ID_PATTERN.fullmatch(folder.name) or folder.is_symlink() or not folder.is_dir():
-            return None
-        try:
-            rec = CheckRecord.from_dict(orjson.loads(read_regular(folder / "check.json", MAX_RECORD_BYTES, "check record")))
-        except (OSError, UserError, orjson.JSONDecodeError, TypeError):
-            return None
-        return rec if rec.id == folder.name else None
 
     # ---------------------------------------------------------------- paths
     def folder(self, check_id: str) -> Path:
@@ -150,7 +187,7 @@ class CheckStore:
     def create(self, claim: str, claim_date: str | None) -> CheckRecord:
         """A new queued check with the next id; its record and claims file are on disk when this returns."""
         with self._mutex:
-            number = max((int(i) for i in self.records), default=0) + 1
+            number = max([self._high, *map(int, self.records)]) + 1
             rec = CheckRecord(id=f"{number:06d}", claim=claim, claim_date=claim_date, created=time.time())
             self.records[rec.id] = rec
         folder = self.folder(rec.id)
@@ -163,6 +200,8 @@ class CheckStore:
     def save(self, rec: CheckRecord) -> None:
         """Write ``rec``'s record (atomically: a kill leaves the old one or the new one)."""
         with self._mutex:
+            if self.records.get(rec.id) is not rec:  # deleted: writing it would bring its folder back
+                return
             atomic_write_bytes(self.folder(rec.id) / "check.json", orjson.dumps(rec.to_dict(), option=orjson.OPT_INDENT_2))
 
     def get(self, check_id: str) -> CheckRecord | None:
@@ -177,6 +216,9 @@ class CheckStore:
 
     def recover(self) -> list[CheckRecord]:
         """The checks a stopped server left unfinished, ready to queue again (see the module docstring)."""
+        for rec in [r for r in self.records.values() if r.cancelled]:  # deleted while it ran, then the server stopped
+            with contextlib.suppress(UserError, OSError):
+                delete_check(self, rec.id)
         todo = []
         for rec in self.active():
             if rec.status == "running":  # the server died under it
@@ -200,3 +242,35 @@ class CheckStore:
             os.close(self._lock_fd)  # releases the flock
         except OSError:
             pass
+
+
+def delete_check(store: CheckStore, check_id: str) -> bool:
+    """Remove a check, its record and its run (see the module docstring); False when there
+    is no such check. A ``checks/`` or check folder that is a symlink, or that resolves
+    outside ``--data``, is a ``UserError`` and nothing is removed."""
+    with store._mutex:
+        if store.get(check_id) is None:
+            return False
+        folder = store.folder(check_id)
+        data = os.path.realpath(store.data)
+        if (store.dir.is_symlink() or os.path.dirname(os.path.realpath(folder)) != os.path.join(data, "checks")
+                or not stat.S_ISDIR(os.lstat(folder).st_mode)):
+            raise UserError(f"check {check_id}: its folder is a link or lies outside --data {store.data}; left alone")
+        store._high = max(store._high, int(check_id))
+        atomic_write_bytes(store.dir / LAST_ID, str(store._high).encode())  # before: an id is never given twice
+        trash = store.dir / f"{TRASH}{check_id}-{secrets.token_hex(4)}"
+        os.rename(folder, trash)  # the commit point: no record is read back from a .deleted- folder
+        _fsync_dir(store.dir)
+        del store.records[check_id]
+    _remove(trash)
+    return True
+
+
+def _read_record(folder: Path) -> CheckRecord | None:
+    if not ID_PATTERN.fullmatch(folder.name) or folder.is_symlink() or not folder.is_dir():
+        return None
+    try:
+        rec = CheckRecord.from_dict(orjson.loads(read_regular(folder / "check.json", MAX_RECORD_BYTES, "check record")))
+    except (OSError, UserError, orjson.JSONDecodeError, TypeError):
+        return None
+    return rec if rec.id == folder.name else None

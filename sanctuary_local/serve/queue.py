@@ -7,6 +7,11 @@ at a time through the same pipeline (and crash-safe run files) as ``check``.
 ``StopRequest`` flag) and waits up to ``grace_s`` for it: a check that stopped, or did not
 in time, stays queued on disk and resumes when the server starts again. The ETA of a check
 is made from the stage times of the last finished checks (``eta_s``).
+
+``cancel_check`` deletes a check: a waiting one leaves the queue and is deleted at once, a
+finished one too; the one running is marked ``cancelled`` and asked to stop at its next stop
+point (its own ``StopRequest``, as ``stop`` does for the server), and the worker deletes it
+once it has stopped, then takes the next check.
 """
 
 from __future__ import annotations
@@ -21,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from sanctuary_local.interrupt import RunInterrupted, StopRequest
-from sanctuary_local.serve.jobs import CheckRecord, CheckStore
+from sanctuary_local.serve.jobs import CheckRecord, CheckStore, delete_check
 from sanctuary_local.serve.resident import ResidentEngine
 
-__all__ = ["CheckQueue", "CheckRunner", "EtaModel", "QueueFull", "eta_s", "stage_estimates", "stages"]
+__all__ = ["CheckQueue", "CheckRunner", "EtaModel", "QueueFull", "cancel_check", "eta_s", "stage_estimates", "stages"]
 
 log = logging.getLogger("sanctuary_local")
 
@@ -200,6 +205,7 @@ class CheckQueue:
         self._cond = threading.Condition()
         self._closing = False
         self._stop: StopRequest | None = None
+        self._working: str | None = None
         self.state = "starting"
         """starting | loading models | ready | stopping | failed: what the page says of the server."""
         self.problem = ""
@@ -265,7 +271,8 @@ class CheckQueue:
             if self._closing:
                 return None
             self._stop = StopRequest()  # a plain flag here: the server owns the signals
-            return self._pending.popleft()
+            self._working = self._pending.popleft()
+            return self._working
 
     def _work(self) -> None:
         try:
@@ -277,9 +284,43 @@ class CheckQueue:
             log.error("serve: %s", self.problem)
         while (check_id := self._next()) is not None:
             rec = self.store.get(check_id)
-            if rec is not None:
+            if rec is not None and not rec.cancelled:
                 self.runner.run(rec, self._stop or StopRequest(), self.problem)
             with self._cond:
-                if rec is not None and rec.status == "queued":  # stopped mid-check: first again at restart
+                if rec is not None and rec.cancelled:  # deleted while it ran (cancel_check)
+                    _delete_quietly(self.store, check_id)
+                elif rec is not None and rec.status == "queued":  # stopped mid-check: first again at restart
                     self._pending.appendleft(check_id)
-                self._stop = None
+                self._stop = self._working = None
+
+
+def _delete_quietly(store: CheckStore, check_id: str) -> None:
+    """``delete_check`` from the worker: a refusal is logged (the record stays marked ``cancelled``)."""
+    from sanctuary_local.errors import UserError
+
+    try:
+        delete_check(store, check_id)
+    except (UserError, OSError) as exc:
+        log.error("serve: check %s was cancelled but cannot be deleted: %s", check_id, exc)
+
+
+def cancel_check(queue: CheckQueue, check_id: str) -> str | None:
+    """Delete a check (see the module docstring): ``"deleted"`` when it is gone now,
+    ``"cancelling"`` when it runs and goes once it stops, None when there is no such check.
+    A folder that may not be removed is a ``UserError``."""
+    with queue._cond:
+        rec = queue.store.get(check_id)
+        if rec is None:
+            return None
+        if check_id in queue._pending or (check_id != queue._working and rec.status not in ("queued", "running")):
+            delete_check(queue.store, check_id)  # first: a refusal leaves it queued
+            if check_id in queue._pending:
+                queue._pending.remove(check_id)
+            return "deleted"
+        if not rec.cancelled:
+            rec.cancelled = True
+            rec.notes.append("cancelled: it stops at its next stop point, then it is deleted")
+            queue.store.save(rec)
+        if check_id == queue._working and queue._stop is not None:
+            queue._stop.request()
+        return "cancelling"
