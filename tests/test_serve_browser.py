@@ -2,7 +2,7 @@
 selenium, with JavaScript as the page has it (none: the CSP allows no script). Open the page,
 submit an example claim, wait (meta refresh) for the verdict, follow an evidence link to
 its source and find the snippet highlighted at its exact span, save a screenshot; markup
-in a claim never runs. The stand-in LLM here; the real `cpu-fast` model in the `slow` test,
+in a claim never runs; a check deleted with its button and the confirmation page's. The stand-in LLM here; the real `cpu-fast` model in the `slow` test,
 whose screenshot (SERVE_SCREENSHOT=docs/serve.png) is the one in docs/serve.md (SERVE_URL:
 against a server already running, e.g. the one the docs' curl examples were made with).
 Skipped without chromium, chromedriver or selenium."""
@@ -230,5 +230,30 @@ def test_right_to_left_claims_are_isolated(browser: Any, tmp_path: Path, repo_di
         assert direction(queued) == "rtl"
         history = browser.find_element(By.CSS_SELECTOR, f'#history a[href="/checks/{waiting}"]')
         assert direction(history) == "rtl"
+    finally:
+        server.close()
+
+
+def test_delete_a_check_in_the_browser(browser: Any, tmp_path: Path, repo_dir: Path) -> None:
+    """The check page's Delete, then the confirmation page's button (the pages have no
+    script); the check's folder is gone and its page is Not found."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    data = tmp_path / "data"
+    server = Server(build_index(repo_dir / "examples" / "corpus", tmp_path / "index"), data)
+    try:
+        server.wait_ready()
+        url = submit(browser, f"http://127.0.0.1:{server.port}", "Water boils at 70 degrees Celsius on Everest.")
+        wait_for_verdict(browser, 300)
+        check_id = url.rstrip("/").rsplit("/", 1)[1]
+        browser.find_element(By.ID, "delete").click()
+        WebDriverWait(browser, 300, poll_frequency=0.2).until(lambda d: d.find_elements(By.ID, "confirm-delete"))
+        assert (data / "checks" / check_id).is_dir()  # asked, not yet deleted
+        browser.find_element(By.ID, "confirm-delete").click()
+        WebDriverWait(browser, 300, poll_frequency=0.2).until(lambda d: d.find_elements(By.ID, "deleted"))
+        assert not (data / "checks" / check_id).exists() and server.request("GET", "/api/checks").json() == {"checks": []}
+        browser.get(url)
+        assert browser.find_element(By.TAG_NAME, "h1").text == "Not found"
     finally:
         server.close()
