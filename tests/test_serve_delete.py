@@ -51,8 +51,10 @@ def wait_gone(server: Server, check_id: str, timeout: float = 60, **headers: str
 
 
 def wait_running(server: Server, check_id: str, timeout: float = 120) -> None:
+    """Until the check's first stage (its first model call) runs."""
     deadline = time.monotonic() + timeout
-    while server.request("GET", f"/api/checks/{check_id}").json()["status"] != "running":
+    while not any(s["name"] == "hyde" and s["state"] == "running"
+                  for s in server.request("GET", f"/api/checks/{check_id}").json()["stages"]):
         assert time.monotonic() < deadline, "the check never ran"
         time.sleep(0.1)
 
@@ -162,6 +164,28 @@ def test_cancel_a_queued_and_a_running_check_then_the_next_runs(index: Path, tmp
         assert listed(again) == [last]
     finally:
         again.close()
+
+
+def test_a_check_cancelled_as_the_server_stops_is_deleted_at_the_next_start(index: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    server = Server(index, data, latency_s=30.0)  # the model call outlives the stop's grace
+    try:
+        server.wait_ready()
+        check_id = post(server, CLAIM)
+        wait_running(server, check_id)
+        assert server.request("DELETE", f"/api/checks/{check_id}").status == 202
+        server.stop(signal.SIGTERM)
+    finally:
+        server.close()
+    record = orjson.loads((data / "checks" / check_id / "check.json").read_bytes())
+    assert record["cancelled"] is True and record["status"] == "queued", record
+    again = Server(index, data, log=tmp_path / "again.log")
+    try:
+        again.wait_ready()
+        assert again.request("GET", f"/api/checks/{check_id}").status == 404 and listed(again) == []
+    finally:
+        again.close()
+    assert sorted(p.name for p in (data / "checks").iterdir()) == [".last-id"]
 
 
 def test_a_delete_cut_short_is_finished_at_start_and_links_are_not_followed(tmp_path: Path) -> None:
