@@ -16,28 +16,16 @@ from starlette.responses import JSONResponse, Response
 
 from sanctuary_local.errors import UserError
 from sanctuary_local.serve.queue import cancel_check
-from sanctuary_local.serve.routes import (
-    _api_refusal,
-    _csrf_ok,
-    _csrf_refused,
-    _error,
-    _form,
-    _logged_in,
-    _to_login,
-    ctx_of,
-    page,
-)
+from sanctuary_local.serve.routes import _api_refusal, _error, ctx_of, page, posted_form
 
 __all__ = ["api_delete", "delete_form"]
 
 
 async def delete_form(request: Request) -> Response:
     """``POST /checks/{id}/delete``: the confirmation page, then (``confirm=yes``) the deletion."""
-    if not _logged_in(request):
-        return _to_login()
-    form = await _form(request)
-    if not _csrf_ok(request, form):
-        return _csrf_refused()
+    form, refused = await posted_form(request)
+    if refused is not None:
+        return refused
     ctx = ctx_of(request)
     rec = ctx.store.get(request.path_params["check_id"])
     if rec is None:

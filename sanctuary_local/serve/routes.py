@@ -160,12 +160,21 @@ async def form_url(request: Request) -> Response:
     return RedirectResponse("/", status_code=303)
 
 
-async def submit_form(request: Request) -> Response:
+async def posted_form(request: Request) -> tuple[Any, Response | None]:
+    """A page's POSTed form when the browser is logged in and sent the form's CSRF token;
+    else (None, the answer refusing it)."""
     if not _logged_in(request):
-        return _to_login()
+        return None, _to_login()
     form = await _form(request)
     if not _csrf_ok(request, form):
-        return _csrf_refused()
+        return None, _csrf_refused()
+    return form, None
+
+
+async def submit_form(request: Request) -> Response:
+    form, refused = await posted_form(request)
+    if refused is not None:
+        return refused
     ctx = ctx_of(request)
     try:
         claim, date = parse_claim(form.get("claim", ""), form.get("claim_date") or None)
