@@ -4,7 +4,8 @@ confirmation page) and with ``DELETE /api/checks/ID``; a waiting check leaves th
 running one stops at its next stop point and the next check then runs; the check's folder is
 gone from --data, nothing else there or outside it is touched, and a restart does not bring
 it back. Plus the store's own guarantees: a delete a crash cut short is finished at start, a
-check folder that is a link is never followed."""
+check folder that is a link is never followed. And the page of a waiting check: how often it
+reloads itself, and its link to stop that."""
 
 from __future__ import annotations
 
@@ -219,3 +220,27 @@ def test_a_delete_cut_short_is_finished_at_start_and_links_are_not_followed(tmp_
     assert sorted(p.name for p in outside.iterdir()) == ["check.json", "keep.txt"] and folder.is_symlink()
     assert not delete_check(store, "../outside") and not delete_check(store, "999999")
     store.close()
+
+
+def test_a_waiting_checks_page_reloads_less_often_and_can_stop_reloading(index: Path, tmp_path: Path) -> None:
+    """A check's page reloaded itself every 2 s for as long as it waited (hundreds of reloads
+    far down the queue, each re-read by a screen reader) and could not be told to stop: a
+    waiting page now reloads 3 s later per check before it (at most 30 s), the running one
+    every 2 s, and ``?refresh=off`` (the page's "Stop reloading" link) turns it off."""
+    server = Server(index, tmp_path / "data", latency_s=3.0)
+    try:
+        server.wait_ready()
+        ids = [post(server, f"Claim number {n} about the boiling point of water.") for n in range(4)]
+        wait_running(server, ids[0])
+
+        def meta(html: str) -> str | None:
+            found = re.search(r'<meta http-equiv="refresh" content="(\d+)">', html)
+            return found.group(1) if found else None
+
+        running, last = server.request("GET", f"/checks/{ids[0]}").text, server.request("GET", f"/checks/{ids[3]}").text
+        assert meta(running) == "2" and f'href="/checks/{ids[0]}?refresh=off">Stop reloading' in running
+        assert meta(last) == "11"  # third in the queue: 2 + 3 x 3
+        off = server.request("GET", f"/checks/{ids[3]}?refresh=off").text
+        assert meta(off) is None and "Automatic reloading is off" in off and f'href="/checks/{ids[3]}">turn it back on' in off
+    finally:
+        server.close()

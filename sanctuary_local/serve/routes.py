@@ -37,8 +37,17 @@ __all__ = ["MAX_CLAIM_CHARS", "ClaimError", "Context", "parse_claim"]
 
 #: Longest claim accepted, in characters.
 MAX_CLAIM_CHARS = 2000
-#: Seconds between two refreshes of a check's page while it is queued or running.
-REFRESH_S = 2
+#: Seconds between two refreshes of a check's page while it runs; a waiting check's page adds
+#: ``REFRESH_PER_PLACE`` per check before it in the queue, up to ``REFRESH_MAX_S``.
+REFRESH_S, REFRESH_PER_PLACE, REFRESH_MAX_S = 2, 3, 30
+
+
+def refresh_s(status: str, position: int | None, off: bool) -> int | None:
+    """Seconds to the next automatic reload of a check's page; None when it is finished or the
+    analyst turned reloading off (``?refresh=off``: a screen reader re-reads a reloaded page)."""
+    if off or status not in ("queued", "running"):
+        return None
+    return REFRESH_S if status == "running" else min(REFRESH_MAX_S, REFRESH_S + REFRESH_PER_PLACE * (position or 0))
 #: Checks the history on the home page lists (the API lists them all).
 HISTORY_ROWS = 200
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -203,10 +212,11 @@ async def check_page(request: Request) -> Response:
     if rec is None:
         return page(request, "serve_missing.html", status=404, what="check")
     result, problem = _result(ctx, rec)
+    position, off = ctx.queue.position(rec.id), request.query_params.get("refresh") == "off"
     return page(request, "serve_check.html", rec=rec, result=result, result_problem=problem,
-                position=ctx.queue.position(rec.id), eta=ctx.queue.eta_s(rec) if rec.status in ("queued", "running") else None,
-                stage_rows=rendering.stage_rows(rec, ctx.queue.stages()),
-                refresh=REFRESH_S if rec.status in ("queued", "running") else None)
+                position=position, eta=ctx.queue.eta_s(rec) if rec.status in ("queued", "running") else None,
+                stage_rows=rendering.stage_rows(rec, ctx.queue.stages()), refresh=refresh_s(rec.status, position, off),
+                refresh_off=off)
 
 
 async def evidence_page(request: Request) -> Response:
