@@ -72,6 +72,10 @@ def write_official_pair(data, out: Path) -> dict:  # type: ignore[no-untyped-def
     if data.missing:
         return {"written": False, "reason": f"{len(data.missing)} claims have no prediction: the official scorer "
                 "cannot score them (finish the run, or narrow --claims-range)"}
+    bare = [g.claim_id for g, p in zip(data.gold, data.pred) if not "".join(q + a for q, a in p.qa_pairs).strip()]
+    if bare:
+        return {"written": False, "reason": f"{len(bare)} predictions have no evidence (e.g. claim {bare[0]}): the "
+                "official scorer crashes on an empty evi (convert writes them a placeholder pair)"}
     sub, sol = official_rows(data)
     order = write_scoring_pair(sub, sol, out / OFFICIAL_SUBMISSION, out / OFFICIAL_SOLUTION)
     return {"written": True, "submission": str(out / OFFICIAL_SUBMISSION), "solution": str(out / OFFICIAL_SOLUTION),

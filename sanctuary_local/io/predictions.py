@@ -72,6 +72,14 @@ def official_evi(pairs: Sequence[tuple[str, str]]) -> str:
     return format_evi([(one_line(q), one_line(a)) for q, a in pairs])
 
 
+def official_evi_or_placeholder(claim: str, pairs: Sequence[tuple[str, str]]) -> str:
+    """``official_evi``, but never a blank cell: the scorer reads an empty ``evi`` as NaN
+    and crashes on it. A prediction without a usable pair gets the run's placeholder
+    (``evidence_placeholder:no_answer``): the claim with ``NO_ANSWER``."""
+    evi = official_evi(pairs)
+    return evi if evi.strip() else official_evi([(one_line(claim).strip() or NO_ANSWER, NO_ANSWER)])
+
+
 def official_claim_id(claim_id: str) -> int | str:
     """The ``claim_id`` as the official JSON writes it: an integer when it is one
     (written back identically, within int64), else the string."""
@@ -224,14 +232,15 @@ def predictions_to_leaderboard(preds: Sequence[Prediction]) -> list[LeaderboardR
     ``id`` is the claim's index in the claims file (see the module docstring); the
     evidence is written as it is (a run's predictions already hold ≤ ``MAX_EVIDENCE``
     pairs; someone else's file keeps all its pairs), collapsed to one line where the
-    scorer would misread them (``official_evi``). ``split`` is ``"pred"`` unless
+    scorer would misread them (``official_evi``); no pair at all gets the run's placeholder
+    (``official_evi_or_placeholder``). ``split`` is ``"pred"`` unless
     the prediction came from a CSV with another split (kept in ``meta["split"]`` so that
     CSV → JSON → CSV is byte-identical)."""
     return [
         LeaderboardRow(
             id=str(p.claim_index),
             claim=p.claim,
-            evi=official_evi([(e.question, e.answer) for e in p.evidence]),
+            evi=official_evi_or_placeholder(p.claim, [(e.question, e.answer) for e in p.evidence]),
             label=p.label,
             split=str(p.meta.get("split", "pred")),
         )
@@ -251,6 +260,9 @@ def gold_to_solution(claims: Sequence[Claim]) -> list[LeaderboardRow]:
     for c in claims:
         if c.gold_label is None:
             raise UserError(f"claim {c.index}: has no gold label; a solution CSV needs a train/dev claims file")
+        if not c.gold_questions:
+            raise UserError(f"claim {c.index}: has no gold questions; the official scorer crashes on a solution row "
+                            "without evidence")
         pairs = []
         for q in c.gold_questions:
             answers = [a.scored_text() for a in q.answers] or [NO_ANSWER]
