@@ -73,3 +73,12 @@ def test_convert_refuses_a_gold_claim_without_questions(tmp_path: Path, capsys: 
     err = capsys.readouterr().err
     assert "gold.json" in err and "claim 1" in err and "Traceback" not in err
     assert not (tmp_path / "sol.csv").exists()
+
+
+def test_eval_names_the_gold_file_of_an_unlabelled_claim(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """eval's one-line error for a gold claim with a null label named the claim, not the file."""
+    unlabelled = {**_gold(1), "label": None}
+    gold = _write(tmp_path / "gold.json", [_gold(0), unlabelled])
+    assert main(["eval", "--pred", str(_preds(tmp_path)), "--gold", str(gold), "--out", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err
+    assert "gold.json: claim 1" in err and "Traceback" not in err

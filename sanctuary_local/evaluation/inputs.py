@@ -96,7 +96,10 @@ def _gold_from_claims(path: Path) -> list[EvalExample]:
     from sanctuary_local.io.predictions import gold_to_solution
 
     claims = read_claims(path)
-    rows = gold_to_solution(claims)  # UserError for a claim without a gold label
+    try:
+        rows = gold_to_solution(claims)  # UserError for a claim without a gold label or questions
+    except UserError as exc:
+        raise UserError(f"{path}: {exc}") from None
     return [
         EvalExample(r.id, r.claim, normalize_label(r.label, f"{path}: claim {c.index}"), tuple(r.qa_pairs), tuple(c.claim_types))
         for c, r in zip(claims, rows)
