@@ -82,3 +82,14 @@ def test_eval_names_the_gold_file_of_an_unlabelled_claim(tmp_path: Path, capsys:
     assert main(["eval", "--pred", str(_preds(tmp_path)), "--gold", str(gold), "--out", str(tmp_path / "e")]) == 2
     err = capsys.readouterr().err
     assert "gold.json: claim 1" in err and "Traceback" not in err
+
+
+def test_convert_refuses_a_leaderboard_csv_with_a_duplicate_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It wrote a predictions JSON with two entries for one claim, which eval and convert then refuse."""
+    evi = "Q?\t\t\nA.\t\t\n\n"
+    src = tmp_path / "dup.csv"
+    src.write_text(f'id,claim,evi,label,split\n0,c,"{evi}",Refuted,pred\n0,c,"{evi}",Refuted,pred\n', encoding="utf-8")
+    assert main(["convert", str(src), "--to", str(tmp_path / "dup.json")]) == 2
+    err = capsys.readouterr().err
+    assert "dup.csv: data row 2 (id 0)" in err and "duplicate" in err and "Traceback" not in err
+    assert not (tmp_path / "dup.json").exists()

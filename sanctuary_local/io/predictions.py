@@ -273,13 +273,17 @@ def gold_to_solution(claims: Sequence[Claim]) -> list[LeaderboardRow]:
 
 def leaderboard_to_predictions(rows: Sequence[LeaderboardRow]) -> list[Prediction]:
     """Leaderboard rows → predictions (to score others' submissions); url is empty,
-    the CSV does not carry it. A row with an unknown label is a UserError."""
+    the CSV does not carry it. A row with an unknown label, or a second row for one
+    claim index (a predictions file no command would read back), is a UserError."""
     preds = []
+    first: dict[int, int] = {}
     for position, r in enumerate(rows):
         where = f"data row {position + 1} (id {r.id})"
         if r.label not in LABELS:
             raise UserError(f"{where}: unknown label {r.label!r}; valid labels: {', '.join(LABELS)}")
         index = index_from_id(r.id, where, "id")
+        if (other := first.setdefault(position if index is None else index, position)) != position:
+            raise UserError(f"{where}: same claim index as data row {other + 1} (duplicate id)")
         preds.append(
             Prediction(
                 claim_index=position if index is None else index,
