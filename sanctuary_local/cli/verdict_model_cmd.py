@@ -18,7 +18,10 @@ DEFAULT_MODEL = "packaged:verdict-tfidf-hyde2000"
 
 
 def _range(spec: str) -> tuple[int, int]:
-    r = parse_claims_range(spec)
+    try:
+        r = parse_claims_range(spec)
+    except UserError:
+        r = range(0)
     if r.step != 1 or r.start < 0 or r.stop <= r.start:
         raise UserError(f"--indices must look like a:b with 0 <= a < b (got '{spec}')")
     return r.start, r.stop

@@ -14,6 +14,8 @@ and, where it applies, the claim index. A UTF-8 BOM is accepted.
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +59,16 @@ def index_from_id(value: str, where: str, field: str = "claim_id") -> int | None
 def parse_claims_range(spec: str) -> range:
     """``--claims-range a:b`` → the claim indices ``a ≤ i < b`` (either bound may be
     omitted). Indices are positions in the claims file, which is also what the
-    leaderboard CSV ids are, so the same range selects the same claims everywhere."""
-    a, _, b = spec.partition(":")
-    try:
-        return range(int(a) if a.strip() else 0, int(b) if b.strip() else 2**63 - 1)
-    except ValueError:
-        raise UserError(f"--claims-range must look like a:b (got '{spec}')") from None
+    leaderboard CSV ids are, so the same range selects the same claims everywhere.
+    Bounds are non-negative ASCII integers with ``a < b``: a Python-style ``-5:`` (meant
+    "the last five") would otherwise select every claim, and ``5`` every claim from 5 on."""
+    match = re.fullmatch(r"\s*([0-9]*)\s*:\s*([0-9]*)\s*", spec)
+    if match is None:
+        raise UserError(f"--claims-range must look like a:b with 0 <= a < b, either bound optional (got '{spec}')")
+    start, stop = int(match[1] or 0), int(match[2]) if match[2] else 2**63 - 1
+    if stop <= start:
+        raise UserError(f"--claims-range {spec} is empty: it selects claims a <= i < b, so b must be greater than a")
+    return range(start, stop)
 
 
 def load_json_file(path: str | Path, what: str = "JSON file") -> Any:
