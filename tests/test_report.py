@@ -385,3 +385,19 @@ def test_a_reindexed_corpus_keeps_each_snippet_in_its_own_file(tmp_path: Path, r
     assert cli_main(["index", str(corpus), "--out", str(index), "--quiet"]) == 0
     after = page()
     assert "does not hold the snippet" not in after and after == before
+
+
+def test_out_holding_the_users_own_pages_is_refused(run_dir: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Audit finding: `report --out DIR` overwrote a user's index.html / claim_N.html without a word."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "index.html").write_text("my own index", encoding="utf-8")
+    assert cli_main(["report", str(run_dir), "--out", str(mine), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{mine}: holds index.html not written by `report`; refusing to overwrite" in err
+    assert (mine / "index.html").read_text("utf-8") == "my own index"
+    assert sorted(p.name for p in mine.iterdir()) == ["index.html"]
+    ours = tmp_path / "ours"
+    assert cli_main(["report", str(run_dir), "--out", str(ours), "--quiet"]) == 0
+    assert cli_main(["report", str(run_dir), "--out", str(ours), "--quiet"]) == 0  # an earlier report is replaced

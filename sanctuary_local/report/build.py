@@ -155,6 +155,34 @@ def _write(path: Path, text: str) -> None:
         raise UserError(f"{path}: cannot write the report: {exc.strerror or exc}") from None
 
 
+#: How every page ``write_report`` writes begins, up to its title (templates/report_*.html).
+_OUR_HEAD = b'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+_OUR_TITLES = (b"<title>sanctuary-local report: ", b"<title>Claim ")
+
+
+def _not_ours(path: Path) -> bool:
+    """Whether ``path`` exists and is not a page an earlier report wrote (a user's file)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(512)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    rest = head[len(_OUR_HEAD):]
+    return not (head.startswith(_OUR_HEAD) and rest.split(b"\n", 2)[1:2] and
+                rest.split(b"\n", 2)[1].startswith(_OUR_TITLES))
+
+
+def _check_no_clobber(out: Path, names: list[str]) -> None:
+    """A ``UserError`` when writing ``names`` into ``out`` would replace a file that is not
+    a page of an earlier report: ``--out`` may name a folder of the user's own files."""
+    theirs = [n for n in names if _not_ours(out / n)]
+    if theirs:
+        raise UserError(f"{out}: holds {theirs[0]}" + (f" and {len(theirs) - 1} more files" if len(theirs) > 1 else "")
+                        + " not written by `report`; refusing to overwrite (choose a new or empty --out)")
+
+
 def _read_predictions(run_dir: Path, claims_range: str | None) -> list[Prediction]:
     """The run's predictions by claim index, those in ``claims_range`` (a:b) when given."""
     from sanctuary_local.io.claims import parse_claims_range
@@ -193,6 +221,7 @@ def write_report(run_dir: Path, out: Path | None = None, store: Path | None = No
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"{out}: cannot create the report directory: {exc.strerror or exc}") from None
+    _check_no_clobber(out, [*(page_name(p) for p in preds), "index.html"])
     tick(0, len(preds))
     for i, p in enumerate(preds, start=1):
         snippets = claim_snippets(p, stage2.get(p.claim_index))
