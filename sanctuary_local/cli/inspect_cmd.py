@@ -26,7 +26,7 @@ from rich.table import Table
 from sanctuary_local.cli.help_panels import INPUTS, OUTPUTS
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.claims import read_claims
-from sanctuary_local.io.files import check_writable, writing
+from sanctuary_local.io.files import check_not_an_input, check_writable, writing
 from sanctuary_local.io.leaderboard import atomic_write_bytes
 from sanctuary_local.io.store import KnowledgeStore, StoreProblem
 
@@ -172,6 +172,7 @@ def register(app: typer.Typer) -> None:
         console = Console()
         if json_out is not None:  # before the scan, which can take minutes
             check_writable(json_out, "the inspect report", is_file=True)
+            check_not_an_input(json_out, (store, claims), "the inspect report")
         with zip_errors(str(store)):
             ks = KnowledgeStore(store)
         indices = list(range(len(read_claims(claims)))) if claims else ks.claim_indices()

@@ -134,6 +134,10 @@ def evaluate(
     from sanctuary_local.verdict_model.evaluate import labelled
     from sanctuary_local.verdict_model.store import load_model, read_rule, write_json
 
+    if json_out is not None:
+        from sanctuary_local.io.files import check_not_an_input
+
+        check_not_an_input(json_out, (claims, None if model.startswith("packaged:") else model), "the metrics")
     all_claims = read_claims(claims)
     a, b = _range(indices) if indices else (0, len(all_claims))
     if b > len(all_claims):

@@ -5,7 +5,7 @@ and writing outputs, with every failure turned into a ``UserError`` that names t
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -75,3 +75,17 @@ def check_writable(path: str | Path, what: str = "outputs", *, is_file: bool = F
         raise UserError(f"{path}: cannot write {what}: {existing} is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UserError(f"{path}: cannot write {what}: {existing} is not writable")
+
+
+def check_not_an_input(out: str | Path, inputs: Iterable[str | Path | None], what: str = "output") -> None:
+    """A ``UserError`` naming ``out`` when writing it would replace one of ``inputs`` (a
+    file) or put a file inside one (a directory: a knowledge store, a model whose card pins
+    the hash of every file in it). Paths are compared resolved (symlinks, ``..``)."""
+    target = Path(out).resolve()
+    for given in inputs:
+        if given is None or not Path(given).exists():
+            continue
+        source = Path(given).resolve()
+        if target == source or (source.is_dir() and source in target.parents):
+            where = "is" if target == source else "is inside"
+            raise UserError(f"{out}: cannot write {what}: it {where} the input {given}; choose another path")

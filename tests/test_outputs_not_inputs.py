@@ -1,0 +1,58 @@
+"""``--json`` of ``inspect`` and ``verdict-model eval`` never replaces an input.
+
+Audit finding: ``inspect --json CLAIMS`` and ``verdict-model eval --json CLAIMS`` overwrote
+the claims file with their report, ``inspect --json STORE/0.json`` a store file, and
+``verdict-model eval --json MODEL/metrics.json`` added a file to the model directory, whose
+card pins the hash of every file in it: the model no longer loaded ("damaged or was
+changed"). Now one error line, nothing written. These tests fail on the code before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sanctuary_local.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    dst.write_bytes(src.read_bytes())
+    return dst
+
+
+def _store(tmp_path: Path) -> Path:
+    store = tmp_path / "store"
+    store.mkdir()
+    for f in sorted((EXAMPLES / "store").glob("*.json")):
+        _copy(f, store / f.name)
+    return store
+
+
+@pytest.mark.parametrize("target", ["claims", "store_file"])
+def test_inspect_json_is_not_written_over_an_input(tmp_path: Path, target: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    store = _store(tmp_path)
+    claims = _copy(EXAMPLES / "claims.json", tmp_path / "claims.json")
+    out = claims if target == "claims" else store / "0.json"
+    before = out.read_bytes()
+    assert main(["inspect", "--store", str(store), "--claims", str(claims), "--json", str(out)]) == 2
+    assert f"{out}: cannot write the inspect report: it " in capsys.readouterr().err
+    assert out.read_bytes() == before
+
+
+def test_verdict_model_eval_json_is_not_written_over_the_claims_or_into_the_model(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    claims = _copy(EXAMPLES / "claims.json", tmp_path / "claims.json")
+    before = claims.read_bytes()
+    model = tmp_path / "model"
+    model.mkdir()
+    assert main(["verdict-model", "eval", "--claims", str(claims), "--json", str(claims)]) == 2
+    assert f"{claims}: cannot write the metrics: it is the input" in capsys.readouterr().err
+    assert claims.read_bytes() == before
+    assert main(["verdict-model", "eval", "--claims", str(claims), "--model", str(model),
+                 "--json", str(model / "metrics.json")]) == 2
+    assert "is inside the input" in capsys.readouterr().err
+    assert list(model.iterdir()) == []
