@@ -56,3 +56,21 @@ def test_verdict_model_eval_json_is_not_written_over_the_claims_or_into_the_mode
                  "--json", str(model / "metrics.json")]) == 2
     assert "is inside the input" in capsys.readouterr().err
     assert list(model.iterdir()) == []
+
+
+@pytest.mark.parametrize("dst_name", ["gold.csv", "sub.csv"])
+def test_convert_never_writes_over_its_gold_file(tmp_path: Path, dst_name: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``convert P --to X.csv --gold G``: G was overwritten when it was X itself, or the
+    pair's X_official_solution.csv (both are written after the gold is read)."""
+    evi = "Q?\t\t\nA.\t\t\n\n"
+    gold = tmp_path / "gold.csv" if dst_name == "gold.csv" else tmp_path / "sub_official_solution.csv"
+    gold.write_text("id,claim,evi,label,split\n" + "".join(f'{i},c{i},"{evi}",Refuted,gold\n' for i in range(4)),
+                    encoding="utf-8")
+    before = gold.read_bytes()
+    pred = tmp_path / "pred.json"
+    pred.write_text('[{"claim_id": 2, "claim": "c2", "evidence": [{"question": "Q?", "answer": "A."}], '
+                    '"pred_label": "Refuted"}]', encoding="utf-8")
+    assert main(["convert", str(pred), "--to", str(tmp_path / dst_name), "--gold", str(gold)]) == 2
+    assert f"{gold}: cannot write output: it is the input" in capsys.readouterr().err
+    assert gold.read_bytes() == before

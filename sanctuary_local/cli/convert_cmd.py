@@ -31,7 +31,7 @@ from rich.console import Console
 from sanctuary_local.cli.help_panels import INPUTS, OUTPUTS
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.claims import load_json_file, parse_claims_range, read_claims
-from sanctuary_local.io.files import writing
+from sanctuary_local.io.files import check_not_an_input, writing
 from sanctuary_local.io.leaderboard import LeaderboardRow, read_leaderboard_csv, write_leaderboard_csv
 from sanctuary_local.io.predictions import (
     gold_to_solution,
@@ -131,6 +131,8 @@ def convert(
     ``gold``: see the module docstring (predictions → leaderboard only)."""
     if src.resolve() == dst.resolve():
         raise UserError(f"{dst}: output would overwrite the input")
+    for written in (dst, *(pair_paths(dst) if gold is not None else ())):  # the pair too: e.g. --gold X_official_solution.csv
+        check_not_an_input(written, (src, gold))
     src_fmt = src_fmt or sniff_input(src)
     dst_fmt = dst_fmt or output_format(dst)
     if gold is not None and (src_fmt, dst_fmt) != (Fmt.predictions, Fmt.leaderboard):
