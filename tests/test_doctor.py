@@ -127,6 +127,17 @@ def test_cache_check(tmp_path: Path) -> None:
     assert check_cache(0, tmp_path / "not" / "yet").status == OK  # created on first use
 
 
+@pytest.mark.parametrize("below", [(), ("sub",)])
+def test_a_cache_path_on_a_file_is_not_ok(tmp_path: Path, below: tuple[str, ...]) -> None:
+    """Audit finding: SANCTUARY_CACHE naming a regular file (or a path under one) was 'ok'."""
+    file = tmp_path / "notes.txt"
+    file.write_text("mine", "utf-8")
+    row = check_cache(1, file.joinpath(*below))
+    assert row.status == FAIL and "is not a directory" in row.detail
+    assert check_cache(0, file.joinpath(*below)).status == WARN
+    assert file.read_text("utf-8") == "mine"
+
+
 def test_examples_check(tmp_path: Path) -> None:
     assert check_examples(REPO).status == OK
     (tmp_path / "examples" / "store").mkdir(parents=True)

@@ -320,6 +320,8 @@ def check_cache(needed: int, cache: Path | None = None) -> Check:
         if cache.is_dir():
             with tempfile.NamedTemporaryFile(dir=cache, prefix=".doctor-"):
                 pass
+        elif not base.is_dir():  # the path, or a parent of it, is a file: nothing can be made there
+            raise NotADirectoryError(f"{base} is not a directory")
         elif not os.access(base, os.W_OK):
             raise PermissionError(f"{base} is not writable")
     except OSError as exc:
