@@ -93,3 +93,15 @@ def test_convert_refuses_a_leaderboard_csv_with_a_duplicate_id(tmp_path: Path, c
     err = capsys.readouterr().err
     assert "dup.csv: data row 2 (id 0)" in err and "duplicate" in err and "Traceback" not in err
     assert not (tmp_path / "dup.json").exists()
+
+
+@pytest.mark.parametrize("content", ["[]", "id,claim,evi,label,split\n"])
+def test_eval_refuses_a_gold_file_without_claims(tmp_path: Path, content: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty gold file scored 0 claims, exit 0 (with an empty predictions file too)."""
+    gold = tmp_path / ("gold.json" if content == "[]" else "gold.csv")
+    gold.write_text(content, encoding="utf-8")
+    pred = _write(tmp_path / "pred.json", [])
+    assert main(["eval", "--pred", str(pred), "--gold", str(gold), "--out", str(tmp_path / "e")]) == 2
+    assert f"{gold}: holds no gold claims" in capsys.readouterr().err
+    assert not (tmp_path / "e").exists()

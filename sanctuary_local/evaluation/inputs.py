@@ -162,6 +162,8 @@ def load_gold(path: str | Path) -> list[EvalExample]:
     if path.is_dir() or not path.exists():
         raise UserError(f"{path}: gold file not found (expected a claims JSON with labels or a solution CSV)")
     gold = _from_csv(path, gold=True) if path.suffix.lower() == ".csv" else _gold_from_claims(path)
+    if not gold:
+        raise UserError(f"{path}: holds no gold claims; nothing to score against")
     for g in gold:
         if not g.qa_pairs:
             raise UserError(f"{path}: claim id {g.claim_id} has no gold evidence; METEOR/Ev2R need at least one question")
