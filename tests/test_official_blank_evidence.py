@@ -105,3 +105,23 @@ def test_eval_refuses_a_gold_file_without_claims(tmp_path: Path, content: str,
     assert main(["eval", "--pred", str(pred), "--gold", str(gold), "--out", str(tmp_path / "e")]) == 2
     assert f"{gold}: holds no gold claims" in capsys.readouterr().err
     assert not (tmp_path / "e").exists()
+
+
+@pytest.mark.parametrize(("evi", "problem"), [("", "evi is empty"), ("no separators", "0 question-answer separators")])
+def test_a_leaderboard_row_the_scorer_cannot_read(tmp_path: Path, evi: str, problem: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """convert wrote such a row to a predictions JSON the official converter turns back into
+    an unreadable CSV; eval scored it without a word."""
+    good = "Q?\t\t\nA.\t\t\n\n"
+    src = tmp_path / "sub.csv"
+    src.write_text(f'id,claim,evi,label,split\n0,c,"{good}",Refuted,pred\n1,c,"{evi}",Refuted,pred\n', encoding="utf-8")
+    assert main(["convert", str(src), "--to", str(tmp_path / "sub.json")]) == 2
+    err = capsys.readouterr().err
+    assert "sub.csv: data row 2 (id 1): the official scorer cannot read this row" in err and problem in err
+    assert not (tmp_path / "sub.json").exists()
+    gold = _write(tmp_path / "gold.json", [_gold(0), _gold(1)])
+    out = tmp_path / "e"
+    assert main(["eval", "--pred", str(src), "--gold", str(gold), "--out", str(out), "--workers", "1"]) == 0
+    assert "notes" in capsys.readouterr().out
+    notes = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["notes"]
+    assert any("official scorer would stop on it: row 2 (id '1')" in n and problem in n for n in notes)

@@ -112,6 +112,10 @@ def eval_command(
         if not gold_examples:
             raise UserError(f"{gold}: --claims-range {claims_range} selects no gold claim")
     data = align(gold_examples, pred_examples)
+    if pred.suffix.lower() == ".csv" and pred.is_file():  # someone's submission: would the official scorer read it?
+        from sanctuary_local.io.leaderboard import check_official_rows
+
+        data.notes[:0] = [f"{pred}: the official scorer would stop on it: {p}" for p in check_official_rows(pred)]
     check_writable(out, "the eval outputs")  # before minutes of scoring, not after
     report = evaluate(data, workers=workers)
     if judge:

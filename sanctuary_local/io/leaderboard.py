@@ -154,6 +154,11 @@ def check_official_rows(path: str | Path, max_pairs: int | None = None) -> list[
     return problems + _pandas_problems(path, n_rows)
 
 
+def scorer_evi_problems(evi: str) -> list[str]:
+    """Why the FEVER-8 scorer would stop on this ``evi`` cell; ``[]`` when it reads it."""
+    return _evi_problems(evi, None)
+
+
 def _evi_problems(evi: str, max_pairs: int | None) -> list[str]:
     """The scorer's own splitting of one ``evi`` cell, as problems."""
     if not evi.strip():

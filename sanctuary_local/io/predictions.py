@@ -24,7 +24,7 @@ import orjson
 
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.claims import MAX_INDEX_DIGITS, check_claim_id, index_from_id, load_json_file
-from sanctuary_local.io.leaderboard import LeaderboardRow, atomic_write_bytes, format_evi, scorer_pairs
+from sanctuary_local.io.leaderboard import LeaderboardRow, atomic_write_bytes, format_evi, scorer_evi_problems, scorer_pairs
 from sanctuary_local.records import LABELS, Claim, EvidenceItem, Prediction
 
 __all__ = [
@@ -282,6 +282,8 @@ def leaderboard_to_predictions(rows: Sequence[LeaderboardRow]) -> list[Predictio
         if r.label not in LABELS:
             raise UserError(f"{where}: unknown label {r.label!r}; valid labels: {', '.join(LABELS)}")
         index = index_from_id(r.id, where, "id")
+        if problems := scorer_evi_problems(r.evi):  # the official converter would write it back unreadable
+            raise UserError(f"{where}: the official scorer cannot read this row: {problems[0]}")
         if (other := first.setdefault(position if index is None else index, position)) != position:
             raise UserError(f"{where}: same claim index as data row {other + 1} (duplicate id)")
         preds.append(
