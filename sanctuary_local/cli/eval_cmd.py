@@ -92,7 +92,7 @@ def eval_command(
     out: Path = typer.Option(None, "--out", help="Output directory (default: PRED's run directory, else ./eval).", rich_help_panel=OUTPUTS),
     judge: str = typer.Option(None, "--judge", help="Also compute Ev2R with this profile's verdict LLM as judge (cpu | paper | file).", rich_help_panel=MODELS),
     judge_max_tokens: int = typer.Option(1024, "--judge-max-tokens", help="Generation cap of each judge answer.", rich_help_panel=MODELS),
-    workers: int = typer.Option(None, "--workers", help="Processes for METEOR (default: all CPUs).", rich_help_panel=PERF),
+    workers: int = typer.Option(None, "--workers", help="Processes for METEOR (default and most: the usable CPUs).", rich_help_panel=PERF),
     judge_limit: int = typer.Option(None, "--judge-limit", help="Judge only the first N claims (smoke tests).", rich_help_panel=ADVANCED),
     judge_cache: Path = typer.Option(None, "--judge-cache", help="Judge answer cache directory (default OUT/ev2r_cache).", rich_help_panel=ADVANCED),
 ) -> None:
@@ -105,6 +105,8 @@ def eval_command(
 
     if judge_max_tokens <= 0:
         raise UserError("--judge-max-tokens must be > 0")
+    if workers is not None and workers < 1:
+        raise UserError(f"--workers must be >= 1 (got {workers})")
     out = out or (pred if pred.is_dir() else Path("eval"))
     gold_examples, pred_examples = load_gold(gold), load_predictions(pred)
     if claims_range:

@@ -155,7 +155,10 @@ def batch_utilities(
     if len(pred_pairs) != len(gold_pairs):
         raise ValueError(f"{len(pred_pairs)} predictions vs {len(gold_pairs)} gold claims")
     jobs = list(zip(pred_pairs, gold_pairs))
-    n = workers if workers is not None else len(os.sched_getaffinity(0))
+    usable = len(os.sched_getaffinity(0))
+    # Never more processes than cores or claims: a fork-context pool starts all of them at
+    # once, so '--workers 100000' forked 100 000 processes (METEOR is CPU-bound: no gain).
+    n = min(workers if workers is not None else usable, usable, len(jobs))
     _resources()
     word_tokenize("warm up.")
     if n <= 1 or len(jobs) < 8:
