@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -82,6 +83,9 @@ def train(
         raise UserError(f"--class-weight must be 'balanced' or 'none' (got '{class_weight}')")
     if eval_indices and eval_claims is None:
         raise UserError("--eval-indices needs --eval-claims")
+    for flag, value in (("--c", c), ("--learning-rate", learning_rate)):
+        if not (math.isfinite(value) and value > 0):  # the model card (JSON) cannot hold inf / nan
+            raise UserError(f"{flag} must be a finite number > 0 (got {value})")
     if device == "cuda" and base == "tfidf":
         raise UserError("--device cuda is for an encoder --base; the TF-IDF model trains on CPU in seconds")
     if device != "cpu":
