@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from sanctuary_local.cli.help_panels import INPUTS, OUTPUTS
 from sanctuary_local.errors import UserError
@@ -188,8 +189,8 @@ def register(app: typer.Typer) -> None:
 
         a, b, n = convert(src, to, from_fmt, to_fmt, claims_range, gold)
         console = Console(stderr=True)
-        console.print(f"{src} ({a.value}) → {to} ({b.value}): {n} rows", highlight=False)
+        console.print(escape(f"{src} ({a.value}) → {to} ({b.value}): {n} rows"), highlight=False)
         if gold is not None and needs_pair([r.id for r in read_leaderboard_csv(to)]):
             sub, sol = pair_paths(to)
-            console.print(f"a subset: the official scorer (rows matched by position) scores {sub} against {sol} "
-                          "(both renumbered 0…n-1 in id order)", highlight=False, soft_wrap=True)
+            console.print(escape(f"a subset: the official scorer (rows matched by position) scores {sub} against {sol} "
+                                 "(both renumbered 0…n-1 in id order)"), highlight=False, soft_wrap=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from sanctuary_local.cli.help_panels import ADVANCED, INPUTS, MODELS, OUTPUTS, PERF
 from sanctuary_local.errors import UserError
@@ -132,19 +133,19 @@ def eval_command(
         console.print(f"[yellow]Ev2R judge: {report.ev2r['judge']}[/] — {report.ev2r['comparability']}")
     for label, ids in (("missing predictions (placeholder: no evidence, wrong label)", data.missing), ("predictions for unknown ids (ignored)", data.extra)):
         if ids:
-            console.print(f"[yellow]warning:[/] {len(ids)} {label}: {', '.join(ids[:10])}{' …' if len(ids) > 10 else ''}")
+            console.print(f"[yellow]warning:[/] {len(ids)} {label}: {escape(', '.join(ids[:10]))}{' …' if len(ids) > 10 else ''}")
     if data.missing and not claims_range:
         console.print("[yellow]hint:[/] scoring a subset run? pass its --claims-range a:b to score those claims only")
     if data.notes:
-        console.print(f"[yellow]{len(data.notes)} notes[/] (see metrics.json), e.g. {data.notes[0]}")
-    console.print(f"wrote {paths['metrics']}, {paths['per_claim']}, {paths['confusion']}")
+        console.print(f"[yellow]{len(data.notes)} notes[/] (see metrics.json), e.g. {escape(data.notes[0])}")
+    console.print(escape(f"wrote {paths['metrics']}, {paths['per_claim']}, {paths['confusion']}"), highlight=False)
     if pair["written"]:
         ids = pair["claim_ids_of_rows"]
-        console.print(f"official scorer (it matches rows by position): score --prediction_file {pair['submission']} "
-                      f"--label_file {pair['solution']}; their rows 0…{len(ids) - 1} are claims {ids[0]}…{ids[-1]} "
-                      "in id order", soft_wrap=True, highlight=False)
+        console.print(escape(f"official scorer (it matches rows by position): score --prediction_file {pair['submission']} "
+                             f"--label_file {pair['solution']}; their rows 0…{len(ids) - 1} are claims {ids[0]}…{ids[-1]} "
+                             "in id order"), soft_wrap=True, highlight=False)
     elif "ids 0…n-1" not in pair["reason"]:
-        console.print(f"[yellow]official scorer pair not written:[/] {pair['reason']}")
+        console.print(f"[yellow]official scorer pair not written:[/] {escape(pair['reason'])}")
 
 
 def register(app: typer.Typer) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import orjson
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -134,7 +135,7 @@ def _fmt(spread: dict[str, float] | None, digits: int = 0) -> str:
 def render(report: StoreReport, console: Console) -> None:
     """Print the report as a rich table plus the listed problems."""
     s = report.summary()
-    table = Table(title=f"Knowledge store {report.store}", show_header=True)
+    table = Table(title=escape(f"Knowledge store {report.store}"), show_header=True)
     table.add_column("measure")
     table.add_column("value", justify="right")
     table.add_row("claims" + (" (from claims file)" if report.claims_file else " (store files)"), str(report.n_claims))
@@ -154,7 +155,7 @@ def render(report: StoreReport, console: Console) -> None:
         more = f" … and {len(report.missing) - MAX_LISTED} more" if len(report.missing) > MAX_LISTED else ""
         console.print(f"[yellow]missing store files for claims:[/] {listed}{more}", highlight=False)
     for p in report.problems[:MAX_LISTED]:
-        console.print(f"[yellow]problem:[/] {p}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]problem:[/] {escape(str(p))}", highlight=False, soft_wrap=True)
     if len(report.problems) > MAX_LISTED:
         console.print(f"… and {len(report.problems) - MAX_LISTED} more problems (use --json for the full list)")
 

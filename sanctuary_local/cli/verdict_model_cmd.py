@@ -118,7 +118,7 @@ def train(
     console.print(f"wrote {escape(str(out))} ({card['kind']}, {card['train_seconds']} s, "
                   f"{card['train_data']['claims']} claims)", highlight=False)
     for name, result in card.get("eval", {}).items():
-        console.print(_metrics_table(f"{name}, gold evidence", result))
+        console.print(_metrics_table(escape(f"{name}, gold evidence"), result))
 
 
 def evaluate(
@@ -151,7 +151,7 @@ def evaluate(
     fitted = read_rule(m.directory) if rule else None
     result = do_eval(m, xs, fitted["offsets"] if fitted else None)
     result.update({"model_name": model, "model_sha256": m.sha256, "claims": str(claims), "indices": f"{a}:{b}"})
-    console.print(_metrics_table(f"{claims.name} [{a}:{b}], gold evidence, {model}", result))
+    console.print(_metrics_table(escape(f"{claims.name} [{a}:{b}], gold evidence, {model}"), result))
     if json_out is not None:
         write_json(json_out, result)
 
