@@ -22,3 +22,18 @@ def test_non_finite_hyperparameters_are_refused(tmp_path: Path, flag: str, value
     assert main(["verdict-model", "train", str(EXAMPLES / "claims.json"), "--out", str(out), flag, value]) == 2
     assert f"{flag} must be a finite number > 0" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("indices", ["0:100", "100:150"])
+def test_fit_rule_refuses_a_range_past_the_claims(tmp_path: Path, indices: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """fit-rule sliced past the end: '0:100' of a 5-claim file fitted on 5 and recorded
+    'fitted_on [0:100]'; '100:150' fitted on none and replaced the model's rule with zero
+    offsets. Now one error line, before the model is read."""
+    claims = EXAMPLES / "claims.json"
+    model = tmp_path / "model"
+    assert main(["verdict-model", "train", str(claims), "--out", str(model)]) == 0  # TF-IDF: seconds
+    (model / "decision_rule.json").write_text('{"offsets": [0.5, 0, 0, 0]}', encoding="utf-8")
+    assert main(["verdict-model", "fit-rule", str(model), "--claims", str(claims), "--indices", indices]) == 2
+    assert f"--indices {indices} is outside its" in capsys.readouterr().err
+    assert (model / "decision_rule.json").read_text("utf-8") == '{"offsets": [0.5, 0, 0, 0]}'

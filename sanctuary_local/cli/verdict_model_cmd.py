@@ -172,6 +172,8 @@ def fit_rule(
     from sanctuary_local.verdict_model.store import RULE, load_model, write_json
 
     a, b = _range(indices)
+    if b > (n := len(read_claims(claims))):  # a slice past the end fitted on fewer claims, or none, without a word
+        raise UserError(f"{claims}: --indices {a}:{b} is outside its {n} claims")
     xs = labelled(read_claims(claims)[a:b], f"{claims} [{a}:{b}]")
     if evidence is not None:
         from sanctuary_local.verdict_model.evidence import inputs_from_evidence, read_evidence
