@@ -37,3 +37,12 @@ def test_fit_rule_refuses_a_range_past_the_claims(tmp_path: Path, indices: str,
     assert main(["verdict-model", "fit-rule", str(model), "--claims", str(claims), "--indices", indices]) == 2
     assert f"--indices {indices} is outside its" in capsys.readouterr().err
     assert (model / "decision_rule.json").read_text("utf-8") == '{"offsets": [0.5, 0, 0, 0]}'
+
+
+def test_evidence_refuses_a_range_past_the_claims(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """'verdict-model evidence --indices 100:150' of a 5-claim file went on to retrieve for no claim."""
+    out = tmp_path / "evidence.jsonl"
+    assert main(["verdict-model", "evidence", str(EXAMPLES / "claims.json"), "--store", str(EXAMPLES / "store"),
+                 "--out", str(out), "--indices", "100:150"]) == 2
+    assert "--indices 100:150 selects none of its claims" in capsys.readouterr().err
+    assert not out.exists()

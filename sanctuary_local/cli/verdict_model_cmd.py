@@ -223,6 +223,8 @@ def evidence(
     if indices:
         a, b = _range(indices)
         all_claims = [c for c in all_claims if a <= c.index < b]
+        if not all_claims:
+            raise UserError(f"{claims}: --indices {a}:{b} selects none of its claims")
     bar = Progress(TextColumn("retrieving"), BarColumn(), TextColumn("{task.completed}/{task.total} claims"),
                    TimeElapsedColumn(), TimeRemainingColumn(), console=console)
     task = bar.add_task("evidence", total=None)
