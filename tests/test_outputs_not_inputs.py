@@ -9,6 +9,7 @@ changed"). Now one error line, nothing written. These tests fail on the code bef
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,18 @@ def test_convert_never_writes_over_its_gold_file(tmp_path: Path, dst_name: str,
     assert main(["convert", str(pred), "--to", str(tmp_path / dst_name), "--gold", str(gold)]) == 2
     assert f"{gold}: cannot write output: it is the input" in capsys.readouterr().err
     assert gold.read_bytes() == before
+
+
+def test_convert_gold_error_leaves_no_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A --gold lacking some of the predictions' ids exited 2 but left the main CSV behind."""
+    evi = "Q?\t\t\nA.\t\t\n\n"
+    gold = tmp_path / "gold.csv"
+    gold.write_text("id,claim,evi,label,split\n" + "".join(f'{i},c{i},"{evi}",Refuted,gold\n' for i in range(3)),
+                    encoding="utf-8")
+    pred = tmp_path / "pred.json"
+    pred.write_text(json.dumps([{"claim_id": i, "claim": f"c{i}", "evidence": [{"question": "Q?", "answer": "A."}],
+                                 "pred_label": "Refuted"} for i in (2, 3)]), encoding="utf-8")
+    out = tmp_path / "sub.csv"
+    assert main(["convert", str(pred), "--to", str(out), "--gold", str(gold)]) == 2
+    assert "ids are not in the solution" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gold.csv", "pred.json"]

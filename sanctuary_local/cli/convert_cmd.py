@@ -141,9 +141,9 @@ def convert(
     if src_fmt is Fmt.predictions and dst_fmt is Fmt.leaderboard:
         rows = predictions_to_leaderboard(_in_range(read_predictions_json(src), _prediction_index, claims_range, src))
         with writing(dst):
-            write_leaderboard_csv(rows, dst)
-            if gold is not None:
+            if gold is not None:  # first: a gold file that lacks some ids is an error before anything is written
                 official_pair_beside(rows, gold, dst)
+            write_leaderboard_csv(rows, dst)
         return src_fmt, dst_fmt, len(rows)
     if src_fmt is Fmt.claims and dst_fmt is Fmt.leaderboard:
         try:
