@@ -401,3 +401,19 @@ def test_out_holding_the_users_own_pages_is_refused(run_dir: Path, tmp_path: Pat
     ours = tmp_path / "ours"
     assert cli_main(["report", str(run_dir), "--out", str(ours), "--quiet"]) == 0
     assert cli_main(["report", str(run_dir), "--out", str(ours), "--quiet"]) == 0  # an earlier report is replaced
+
+
+def test_out_holding_a_fifo_named_like_a_page_is_refused_without_blocking(run_dir: Path, tmp_path: Path) -> None:
+    """The check for the user's own pages opened each name plainly: a FIFO named index.html
+    blocked `report` for ever. It is refused at once now, and left as it was."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "index.html")
+    proc = subprocess.run([sys.executable, "-m", "sanctuary_local.cli", "report", str(run_dir), "--out", str(out), "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "not written by `report`" in proc.stderr, proc.stderr
+    assert (out / "index.html").is_fifo()

@@ -163,11 +163,11 @@ _OUR_TITLES = (b"<title>sanctuary-local report: ", b"<title>Claim ")
 def _not_ours(path: Path) -> bool:
     """Whether ``path`` exists and is not a page an earlier report wrote (a user's file)."""
     try:
-        with path.open("rb") as f:
+        with open_regular(path, follow=False) as f:  # never blocks on a FIFO; a link is not ours
             head = f.read(512)
     except FileNotFoundError:
         return False
-    except OSError:
+    except (OSError, UserError):
         return True
     rest = head[len(_OUR_HEAD):]
     return not (head.startswith(_OUR_HEAD) and rest.split(b"\n", 2)[1:2] and
