@@ -34,7 +34,7 @@ import orjson
 from sanctuary_local.corpus.index import CURRENT, GEN_NAME, INDEX_FORMAT, MARKER, live_manifest
 from sanctuary_local.corpus.names import printable
 from sanctuary_local.errors import UserError
-from sanctuary_local.io.safe_io import atomic_write_bytes, read_regular
+from sanctuary_local.io.safe_io import atomic_write_bytes, fsync_dir, read_regular
 
 __all__ = ["MARKER", "LOCK_NAME", "REPORT_NAME", "IndexLock", "check_out", "fsync_dir", "fsync_tree", "generations",
            "write_marker"]
@@ -176,15 +176,6 @@ class IndexLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-
-def fsync_dir(folder: Path) -> None:
-    """Flush ``folder``'s entries (names created, renamed or removed in it) to disk."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def fsync_tree(folder: Path) -> None:

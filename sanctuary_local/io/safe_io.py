@@ -26,7 +26,7 @@ from typing import BinaryIO
 
 from sanctuary_local.errors import UserError
 
-__all__ = ["NotRegularFile", "atomic_write_bytes", "current_umask", "file_kind", "open_append",
+__all__ = ["NotRegularFile", "atomic_write_bytes", "current_umask", "file_kind", "fsync_dir", "open_append",
            "open_regular", "read_regular"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -138,3 +138,12 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> Path
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def fsync_dir(folder: str | Path) -> None:
+    """Flush ``folder``'s entries (names created, renamed or removed in it) to disk."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

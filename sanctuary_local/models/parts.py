@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from sanctuary_local.errors import MissingModel, UserError
+from sanctuary_local.io.safe_io import fsync_dir
 from sanctuary_local.models.manifest import PackagedModel
 
 RECORD_SUFFIX = ".verified.json"
@@ -85,14 +86,6 @@ class Part:
 def _write_all(fd: int, data: memoryview) -> None:
     while data:
         data = data[os.write(fd, data):]
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _no_space(dest: Path, size: int, free: int) -> UserError:
@@ -212,7 +205,7 @@ def assemble_parts(part_files: Sequence[Path], dest: Path, sha256: str, size: in
         if not done:
             tmp.unlink(missing_ok=True)
     try:
-        _fsync_dir(dest.parent)
+        fsync_dir(dest.parent)
         write_record(dest, sha256)
     except OSError:  # dest is complete and verified; without a record the next run re-hashes it
         pass

@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 
 from sanctuary_local.errors import UserError
-from sanctuary_local.io.safe_io import atomic_write_bytes, read_regular
+from sanctuary_local.io.safe_io import atomic_write_bytes, fsync_dir, read_regular
 
 __all__ = ["ACTIVE", "CheckRecord", "CheckStore", "ID_PATTERN", "MAX_KILLS", "delete_check"]
 
@@ -114,14 +114,6 @@ def _remove(path: Path) -> None:
             shutil.rmtree(path)  # fd-based on Linux: a link inside is removed, not followed
     except OSError as exc:  # left for the next start to finish
         log.warning("serve: could not remove %s: %s", path, exc)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _lock(data: Path) -> tuple[int, bool]:
@@ -260,7 +252,7 @@ def delete_check(store: CheckStore, check_id: str) -> bool:
         atomic_write_bytes(store.dir / LAST_ID, str(store._high).encode())  # before: an id is never given twice
         trash = store.dir / f"{TRASH}{check_id}-{secrets.token_hex(4)}"
         os.rename(folder, trash)  # the commit point: no record is read back from a .deleted- folder
-        _fsync_dir(store.dir)
+        fsync_dir(store.dir)
         del store.records[check_id]
     _remove(trash)
     return True
