@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
+import orjson
 import pytest
 
 from sanctuary_local.cli import main
@@ -43,15 +44,49 @@ def _unit_of(index: CorpusIndex, name: str) -> int:
     return next(u for u in range(index.n_units) if index.unit_meta(u)["path"] == name)
 
 
-def test_an_open_index_reads_its_generation_after_a_rebuild_removed_it(tmp_path: Path) -> None:
+def test_an_open_index_reads_its_generation_after_it_was_removed_by_hand(tmp_path: Path) -> None:
     docs, ix = _folder(tmp_path), tmp_path / "ix"
     build_index(docs, ix)
     index = CorpusIndex(ix)
     unit = _unit_of(index, "eiffel.txt")
     _rebuild_renumbered(docs, ix)
-    assert not (ix / index.generation).exists()  # the rebuild removed it
+    shutil.rmtree(ix / index.generation)  # a rerun keeps it (the lease); a user may still remove it
     assert index.unit_meta(unit)["path"] == "eiffel.txt"
     assert index.unit_text(unit).startswith("The Eiffel tower")
+
+
+def test_a_rebuild_keeps_the_generation_an_open_index_reads_and_the_next_removes_it(tmp_path: Path) -> None:
+    """Before: the rebuild removed it at once, and a run's retrieval workers, which open the
+    run's generation when they start, flagged their claims store_missing."""
+    docs, ix = _folder(tmp_path), tmp_path / "ix"
+    build_index(docs, ix)
+    index = CorpusIndex(ix)
+    old = index.generation
+    _rebuild_renumbered(docs, ix)
+    assert (ix / old / "manifest.json").is_file()
+    report = orjson.loads((ix / "index_report.json").read_bytes())
+    assert report["still_read"] == [old]
+    worker = pickle.loads(pickle.dumps(index))  # a worker starting now gets the run's generation
+    assert worker.generation == old != CorpusIndex(ix).generation
+    assert worker.unit_meta(_unit_of(index, "eiffel.txt"))["path"] == "eiffel.txt"
+    worker.close()
+    index.close()
+    (docs / "1.txt").write_text("Bananas are yellow.\n")
+    build_index(docs, ix)  # no reader left: the next run removes it
+    assert not (ix / old).exists()
+    assert orjson.loads((ix / "index_report.json").read_bytes())["still_read"] == []
+
+
+def test_a_collected_index_drops_its_lease(tmp_path: Path) -> None:
+    """serve opens an index per page and never closes it: collection must release it."""
+    import gc
+
+    docs, ix = _folder(tmp_path), tmp_path / "ix"
+    build_index(docs, ix)
+    old = CorpusIndex(ix).generation  # collected at once
+    gc.collect()
+    _rebuild_renumbered(docs, ix)
+    assert not (ix / old).exists()
 
 
 def test_a_pickled_index_reopens_its_own_generation_never_the_live_one(tmp_path: Path) -> None:
@@ -61,13 +96,26 @@ def test_a_pickled_index_reopens_its_own_generation_never_the_live_one(tmp_path:
     shipped = pickle.dumps(index)  # what a retrieval worker gets
     kept = tmp_path / "kept"
     shutil.copytree(ix / index.generation, kept)
+    unit = _unit_of(index, "eiffel.txt")
+    index.close()
     _rebuild_renumbered(docs, ix)
     with pytest.raises(UserError, match="is gone"):
         pickle.loads(shipped)  # not the new generation, whose unit numbers name other files
     shutil.copytree(kept, ix / index.generation)  # the old generation still on disk: it is the one reopened
     again = pickle.loads(shipped)
     assert again.generation == index.generation != CorpusIndex(ix).generation
-    assert again.unit_meta(_unit_of(index, "eiffel.txt"))["path"] == "eiffel.txt"
+    assert again.unit_meta(unit)["path"] == "eiffel.txt"
+
+
+def test_index_says_which_generation_it_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs, ix = _folder(tmp_path), tmp_path / "ix"
+    build_index(docs, ix)
+    index = CorpusIndex(ix)
+    (docs / "0.txt").write_text("Apples are red.\n")
+    assert main(["index", str(docs), "--out", str(ix), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert f"kept {index.generation}: a check, run or serve still reads it" in " ".join(err.split())
+    index.close()
 
 
 def test_a_runs_retrieval_workers_open_the_generation_the_run_opened(tmp_path: Path) -> None:

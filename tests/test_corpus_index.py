@@ -154,6 +154,7 @@ def test_interrupted_index_never_leaves_a_loadable_half(folder: Path, tmp_path: 
         build_index(folder, out, progress=boom)
     index = CorpusIndex(out)  # the previous generation is still the live one
     assert index.generation == good.generation and index.n_units == good.units
+    index.close()  # an open index keeps its generation from removal (corpus/lease.py)
     final = build_index(folder, out)
     assert final.units == good.units + 1 and sorted(p.name for p in out.glob("gen-*")) == [final.generation]
 

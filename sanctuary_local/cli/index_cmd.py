@@ -65,6 +65,9 @@ def index(
                   f"in {rep.seconds:.1f} s")
     for kind in ("failed", "skipped", "flagged"):
         _print_problems(console, kind, getattr(rep, kind))
+    if rep.still_read:
+        _say(console, f"kept {', '.join(rep.still_read)}: a check, run or serve still reads it; "
+                      "the next index run removes it once that has ended")
     _say(console, f"report: {_shown(str(Path(out) / REPORT_NAME))}")
 
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from sanctuary_local.corpus import lease
 from sanctuary_local.corpus.extract import Extraction, Failed, SourceUnit, Skipped, extract, kind_of
 from sanctuary_local.corpus.index import CURRENT, INDEX_FORMAT, CorpusIndex
 from sanctuary_local.corpus.names import json_safe
@@ -72,6 +72,8 @@ class IndexReport:
     skipped: list[dict[str, str]] = field(default_factory=list)
     failed: list[dict[str, str]] = field(default_factory=list)
     flagged: list[dict[str, Any]] = field(default_factory=list)
+    #: Replaced generations kept because a check, run or ``serve`` still reads them (``lease.py``).
+    still_read: list[str] = field(default_factory=list)
 
 
 class _Units:
@@ -128,16 +130,16 @@ def _previous(out: Path) -> tuple[Any, dict[str, Any]]:
 _OUR_TEMPS = {f".{name}." for name in (CURRENT, REPORT_NAME)}
 
 
-def _clean_stale(out: Path, keep: str | None) -> None:
-    """Remove generation folders a crashed run left (all but the live one; only
-    ``gen-NNNNNN`` folders: nothing else in ``out`` is ours to delete), and the temporary
-    copies of ``CURRENT`` and the report it left (regular files, never a link)."""
-    for p in generations(out):
-        if p.name != keep:
-            shutil.rmtree(p, ignore_errors=True)
+def _clean_stale(out: Path, keep: str | None) -> list[str]:
+    """Remove the generation folders no one reads any more (all but the live one and those an
+    open index still reads, ``lease.py``; only ``gen-NNNNNN`` folders: nothing else in ``out``
+    is ours to delete), and the temporary copies of ``CURRENT`` and the report a crashed run
+    left (regular files, never a link). Returns the generations kept because they are read."""
+    in_use = [p.name for p in generations(out) if p.name != keep and not lease.remove_unless_read(p)]
     for p in Path(out).iterdir():
         if p.name.endswith(".tmp") and any(p.name.startswith(t) for t in _OUR_TEMPS) and not p.is_symlink() and p.is_file():
             p.unlink(missing_ok=True)
+    return in_use
 
 
 def _next_name(out: Path, live: str | None) -> str:
@@ -234,8 +236,9 @@ def _build(root: Path, out: Path, segment_tokens: int, k1: float, b: float, limi
     fsync_tree(gen)  # its data on disk before CURRENT names it
     atomic_write_bytes(out / CURRENT, name.encode())  # the switch: the new generation is live
     fsync_dir(out)  # the switch itself on disk
-    _clean_stale(out, name)
-    atomic_write_bytes(out / REPORT_NAME, report_bytes)
+    report.still_read = _clean_stale(out, name)
+    atomic_write_bytes(out / REPORT_NAME, orjson.dumps(json_safe(report.__dict__), option=orjson.OPT_INDENT_2)
+                       if report.still_read else report_bytes)
     return report
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import mmap
 import re
 import shlex
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from sanctuary_local.corpus import lease
 from sanctuary_local.corpus.extract import SourceUnit
 from sanctuary_local.corpus.postings import POSTINGS_FILES
 from sanctuary_local.errors import UserError
@@ -123,17 +125,16 @@ def close_maps(maps: dict[str, Any]) -> None:
 
 
 class CorpusIndex:
-    """The live generation of an index folder (layout: ``build.py``), or the one a ``pinned``
-    path names; mapped whole at open, so it reads on after a rerun of ``index`` removed it."""
+    """The live generation of an index folder (``build.py``), or the one a ``pinned`` path
+    names; mapped whole at open, and leased (``lease.py``) until closed or collected."""
 
     def __init__(self, root: str | Path, *, release_pages: bool = True) -> None:
         self.root, generation = _split(root)
         self.release_pages = release_pages
-        self.generation, self.dir, self.manifest, self.arrays = _open_generation(self.root, generation)
-        self._maps: dict[str, mmap.mmap | bytes] = _map_texts(self.dir)
+        self.generation, self.dir, self.manifest, self.arrays, self._maps, fd = _open_generation(self.root, generation)
+        self._lease = weakref.finalize(self, lease.release, fd)
 
-    def __getstate__(self) -> dict[str, Any]:
-        # reopened in a pool worker (maps do not pickle): this generation, not the one live by then
+    def __getstate__(self) -> dict[str, Any]:  # a pool worker reopens this generation, not the live one
         return {"root": pinned(self), "release_pages": self.release_pages}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -146,6 +147,7 @@ class CorpusIndex:
     def close(self) -> None:
         close_maps(self._maps)
         self.arrays.clear()
+        self._lease()  # a rerun of `index` may now remove this generation
 
     def _bytes(self, name: str) -> mmap.mmap | bytes:
         return _mapped(self._maps, self.dir, name)
@@ -299,13 +301,17 @@ def _live_name(root: Path) -> str:
     return name
 
 
+def _gone(root: Path, generation: str) -> str:
+    return (f"{root}: its generation {generation} is gone: `sanctuary-local index` rebuilt the index "
+            f"since it was opened; run again on the new one")
+
+
 def live_manifest(root: str | Path, generation: str | None = None) -> tuple[str, dict[str, Any]]:
     """The live generation of ``root`` (or ``generation``) and its manifest, no array opened
     (a missing or foreign index is a ``UserError`` saying how to rebuild it)."""
     root = Path(root)
     if generation is not None and not (root / generation / "manifest.json").is_file():
-        raise UserError(f"{root}: its generation {generation} is gone: `sanctuary-local index` rebuilt the index "
-                        f"since it was opened; run again on the new one")
+        raise UserError(_gone(root, generation))
     try:
         generation = generation or _live_name(root)
         manifest = orjson.loads((root / generation / "manifest.json").read_bytes())
@@ -318,14 +324,28 @@ def live_manifest(root: str | Path, generation: str | None = None) -> tuple[str,
     return generation, manifest
 
 
-def _open_generation(root: Path, generation: str | None) -> tuple[str, Path, dict[str, Any], dict[str, np.ndarray]]:
-    """The live generation of ``root`` (or ``generation``): its name, folder, manifest and
-    memory-mapped arrays (a missing, foreign or damaged index is a ``UserError`` saying how
-    to rebuild it)."""
-    generation, manifest = live_manifest(root, generation)
-    folder = root / generation
+def _open_generation(root: Path, generation: str | None) -> tuple[str, Path, dict[str, Any], dict[str, np.ndarray],
+                                                                  dict[str, mmap.mmap | bytes], int]:
+    """The live generation of ``root`` (or ``generation``): its name, folder, manifest,
+    memory-mapped arrays and texts, and the reader's lease on it (``lease.py``; a missing,
+    foreign or damaged index is a ``UserError`` saying how to rebuild it)."""
+    for _ in range(5):  # a live generation replaced and removed between reading CURRENT and the lease: again
+        name, manifest = live_manifest(root, generation)
+        fd = lease.take(root / name)
+        if fd is not None:
+            break
+        if generation is not None:
+            raise UserError(_gone(root, generation))
+    else:
+        raise UserError(f"{root}: `sanctuary-local index` keeps replacing this index; try again once it has finished")
+    folder = root / name
     try:
         arrays = {n: np.load(folder / f"{n}.npy", mmap_mode="r") for n in (*POSTINGS_FILES, "units")}
+        maps = _map_texts(folder)
     except (OSError, ValueError) as exc:
+        lease.release(fd)
         raise UserError(f"{folder}: damaged corpus index ({exc}); rebuild it with `sanctuary-local index`") from None
-    return generation, folder, manifest, arrays
+    except BaseException:
+        lease.release(fd)
+        raise
+    return name, folder, manifest, arrays, maps, fd
