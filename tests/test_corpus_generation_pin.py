@@ -156,3 +156,28 @@ def test_check_cites_from_the_generation_it_retrieved_from(tmp_path: Path, monke
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "eiffel.txt: characters 0-55" in printed
+
+
+def test_serves_resident_corpus_keeps_one_generation_per_index(tmp_path: Path) -> None:
+    """serve's engine is handed each check's pinned generation: before, it kept every one it
+    had seen open for its whole life, so no rerun of `index` could remove them."""
+    import gc
+
+    from sanctuary_local.corpus.index import pinned
+    from sanctuary_local.serve.resident import ResidentEngine
+
+    docs, ix = _folder(tmp_path), tmp_path / "ix"
+    build_index(docs, ix)
+    engine = ResidentEngine()
+    first = pinned(CorpusIndex(ix))
+    assert engine.source(first) is engine.source(first)  # kept open between checks
+    _rebuild_renumbered(docs, ix)  # kept: the engine reads it
+    assert first.is_dir()
+    second = pinned(CorpusIndex(ix))
+    assert engine.source(second).index.generation == second.name  # the next check: the new one
+    gc.collect()
+    (docs / "1.txt").write_text("Bananas are yellow.\n")
+    build_index(docs, ix)
+    assert not first.exists()  # no reader left
+    assert second.is_dir()  # the engine still reads it
+    engine.shutdown()

@@ -75,16 +75,21 @@ class _ResidentCorpus:
     _sources: dict[str, tuple[bytes, Any]]
 
     def source(self, store: str | Path) -> Any:
-        """The corpus (``CorpusSource``), reopened when its live generation changed."""
-        from sanctuary_local.corpus.index import CURRENT
+        """The corpus (``CorpusSource``), reopened when its live generation changed. One per
+        index folder: a run hands its pinned generation (``index.pinned``), and the one it
+        replaces is dropped, so its lease ends and a rerun of ``index`` can remove it."""
+        from sanctuary_local.corpus.index import CURRENT, GEN_NAME
         from sanctuary_local.corpus.source import open_source
 
         path = Path(store)
-        current = (path / CURRENT).read_bytes() if (path / CURRENT).is_file() else b""
+        if GEN_NAME.fullmatch(path.name):  # a generation of the index folder above it
+            key, current = str(path.parent), path.name.encode()
+        else:
+            key, current = str(path), (path / CURRENT).read_bytes() if (path / CURRENT).is_file() else b""
         with self._lock:
-            known = self._sources.get(str(path))
+            known = self._sources.get(key)
             if known is None or known[0] != current:
-                self._sources[str(path)] = known = (current, open_source(path))
+                self._sources[key] = known = (current, open_source(path))
             return known[1]
 
 
