@@ -267,3 +267,44 @@ def test_the_readme_says_what_the_default_gets_wrong() -> None:
     assert 0 <= start < end, "README.md lacks the verdict-results block"
     assert "What the default gets wrong" in text[start:end]
     assert "majority class" in text[start:end]
+
+
+COMMANDS_PAGE = ROOT / "docs" / "commands.md"
+LONG_OPTION = re.compile(r"--[a-z][a-z0-9-]*(?![\w-])")
+
+
+def _leaves(cmd, path: tuple[str, ...] = ()):
+    """(path, command) of every command that runs, under ``cmd``."""
+    subs = getattr(cmd, "commands", None)
+    if not subs:
+        yield path, cmd
+        return
+    for name, sub in subs.items():
+        yield from _leaves(sub, (*path, name))
+
+
+def _command_rows(name: str) -> list[str]:
+    """The rows of docs/commands.md's command table about ``sanctuary-local NAME``."""
+    prefix = f"| `sanctuary-local {name} "
+    return [line for line in COMMANDS_PAGE.read_text(encoding="utf-8").splitlines()
+            if line.startswith(prefix) or line.startswith(prefix.rstrip() + "`")]
+
+
+TOP_COMMANDS = sorted(_click_app().commands)
+
+
+@pytest.mark.parametrize("name", TOP_COMMANDS)
+def test_commands_page_names_every_option(name: str) -> None:
+    """docs/commands.md's row(s) for each command name every long option its ``--help`` shows
+    (``--help`` aside), and its synopsis names no option the command lacks."""
+    rows = _command_rows(name)
+    assert rows, f"docs/commands.md has no row for `sanctuary-local {name}`"
+    options = {o for _, leaf in _leaves(_click_app().commands[name]) for o in _option_names(leaf)
+               if o.startswith("--") and o != "--help"}
+    named = {o for row in rows for o in LONG_OPTION.findall(row)}
+    missing = sorted(options - named)
+    assert not missing, f"docs/commands.md: `sanctuary-local {name}` lacks {missing}"
+    synopsis = {o for row in rows for o in LONG_OPTION.findall(row.split(" | ")[0])}
+    unknown = sorted(synopsis - options)
+    assert not unknown, f"docs/commands.md: `sanctuary-local {name}` names options it does not have: {unknown}"
+
