@@ -308,3 +308,30 @@ def test_commands_page_names_every_option(name: str) -> None:
     unknown = sorted(synopsis - options)
     assert not unknown, f"docs/commands.md: `sanctuary-local {name}` names options it does not have: {unknown}"
 
+
+def test_the_readme_results_name_the_default_and_its_figures() -> None:
+    """The results table's default row names the `cpu` profile's verdict model, and its figures
+    and the majority row's are those of the committed result it links as the default's source."""
+    import json
+    import tomllib
+
+    text = README.read_text(encoding="utf-8")
+    block = text[text.find("<!-- verdict-results:start -->"):text.find("<!-- verdict-results:end -->")]
+    model = tomllib.loads((ROOT / "sanctuary_local/profiles/cpu.toml").read_text("utf-8"))["verdict"]["trained_model"]
+    source = re.search(r"\[default\]\((benchmarks/results/[^)]+)\.md\)", block)
+    assert source, "README's results block links no [default] source"
+    result = json.loads((ROOT / f"{source.group(1)}.json").read_text("utf-8"))
+    assert result["model"] == model, f"README's default source scores {result['model']}, the cpu default is {model}"
+    rows = {cells[0]: cells[1:] for line in block.splitlines() if line.startswith("| ")
+            for cells in [[c.strip() for c in line.strip("|").split("|")]]}
+    default = next((v for k, v in rows.items() if k.startswith("**default**")), None)
+    assert default is not None and f"`{model}`" in next(k for k in rows if k.startswith("**default**")), \
+        f"README's default row does not name {model}"
+    majority = next(v for k, v in rows.items() if k.startswith("majority class"))
+
+    def figures(cells: list[str]) -> list[float]:  # columns: macro-F1, AVeriTeC@0.25, accuracy
+        return [float(c.strip("*")) for c in cells[:3]]
+
+    for name, cells, key in (("default", default, "system"), ("majority", majority, "majority")):
+        want = [round(result[key][k], 3) for k in ("macro_f1", "averitec", "accuracy")]
+        assert figures(cells) == want, f"README's {name} row says {figures(cells)}, {source.group(1)}.json {want}"
