@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The main job on the embedded CPU defaults (Qwen2.5-Coder-1.5B). `doctor` first: a table of
+# The main job on the embedded CPU defaults (Qwen2.5-Coder-1.5B asks the questions; a trained
+# TF-IDF classifier, no LLM, gives the verdict). `doctor` first: a table of
 # what the profile needs, and it stops here (exit 1) with the fixes if something is missing.
 # Exit code 3 = finished with some claims flagged as degraded (a small CPU model often is),
 # which is still a result.
