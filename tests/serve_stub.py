@@ -1,8 +1,15 @@
 """``sanctuary-local serve`` with the stand-in LLM of ``benchmarks/fake_llm.py`` (a fixed
 question for stage 1, a label for stage 3, ``LATENCY_S`` seconds per request; retrieval
 is real): ``python tests/serve_stub.py LATENCY_S SERVE_ARGS...``. Used by the serve tests
-to run a real server process without a model."""
+to run a real server process without a model.
 
+With ``SERVE_STUB_CHILD=1`` in the environment the backend, when it is made, starts a
+process as a server-backed backend would (``vllm serve``, a llama.cpp server): a plain
+``Popen``, no death signal, which itself starts another; both sleep ten minutes. Their
+command lines end in ``serve-stub-child`` and ``serve-stub-grandchild``."""
+
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,7 +19,19 @@ from conftest import _load_benchmark  # noqa: E402
 
 import sanctuary_local.llm as llm  # noqa: E402
 
-llm.make_backend = _load_benchmark("fake_llm").FakeFactory(latency_s=float(sys.argv[1]))
+factory = _load_benchmark("fake_llm").FakeFactory(latency_s=float(sys.argv[1]))
+GRANDCHILD = "import time; time.sleep(600)"
+CHILD = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {GRANDCHILD!r}, 'serve-stub-grandchild']); "
+         "time.sleep(600)")
+
+
+def with_child(cfg, models_dir="models"):
+    subprocess.Popen([sys.executable, "-c", CHILD, "serve-stub-child"], stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return factory(cfg, models_dir)
+
+
+llm.make_backend = with_child if os.environ.get("SERVE_STUB_CHILD") == "1" else factory
 
 from sanctuary_local.cli import main  # noqa: E402
 

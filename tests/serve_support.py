@@ -41,11 +41,11 @@ class Server:
     """``sanctuary-local serve`` (stand-in LLM) in its own process."""
 
     def __init__(self, corpus: Path, data: Path, *args: str, latency_s: float = 0.0, log: Path | None = None,
-                 profile: str = TINY, real_model: bool = False) -> None:
+                 profile: str = TINY, real_model: bool = False, env: dict[str, str] | None = None) -> None:
         self.log = log or data.parent / f"{data.name}.log"
         head = [sys.executable, "-m", "sanctuary_local.cli", "serve"] if real_model else [sys.executable, str(STUB), str(latency_s)]
         self.cmd = [*head, "--corpus", str(corpus), "--data", str(data), "--profile", profile, "--port", "0", *args]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         self.proc = subprocess.Popen(self.cmd, env=env, cwd=data.parent, stdout=subprocess.DEVNULL,
                                      stderr=open(self.log, "wb"))  # noqa: SIM115 - the process owns it
         self.port = self._port()

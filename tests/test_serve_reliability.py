@@ -18,6 +18,7 @@ import pytest
 from sanctuary_local import procs
 from sanctuary_local.run.stage_files import STAGE_FILES
 from sanctuary_local.serve.jobs import MAX_KILLS, CheckStore
+from sanctuary_local.serve.stopping import stop_line
 from serve_support import Server, build_index
 
 CLAIM = "The Eiffel Tower grows by up to 15 centimetres in summer because its iron expands in the heat."
@@ -103,7 +104,10 @@ def test_sigterm_ends_the_server_and_the_check_resumes(index: Path, tmp_path: Pa
         kids = procs.descendants(server.proc.pid)
         took = server.stop(signal.SIGTERM, timeout=30)  # the bound is 5 s (reported, not asserted: loaded CI)
         print(f"SIGTERM to exit: {took:.2f} s (model call {latency_s} s)")
-        assert server.proc.returncode == 0, server.log.read_text()[-2000:]
+        assert server.proc.returncode == 143, server.log.read_text()[-2000:]  # 128 + SIGTERM, as `run` and `check`
+        assert stop_lines(server) == [f"stopped (SIGTERM): check {check_id} was interrupted and saved as queued, "
+                                      f"its finished stages kept; it resumes when `sanctuary-local serve` starts "
+                                      f"again with --data {data}"]
         assert_no_process_left(kids)
     finally:
         server.close()
@@ -118,6 +122,68 @@ def test_sigterm_ends_the_server_and_the_check_resumes(index: Path, tmp_path: Pa
         again.close()
     assert view["status"] == "done" and view["notes"] == record["notes"], view
     assert stage_lines(data / "checks" / check_id / "run") == {"hyde": 1, "retrieval": 1, "verdict": 1}
+
+
+def stop_lines(server: Server) -> list[str]:
+    """What the server printed once it had stopped: the line(s) beginning ``stopped``."""
+    return [line for line in server.log.read_text().splitlines() if line.startswith("stopped")]
+
+
+def test_ctrl_c_says_what_became_of_each_check_exits_130_and_ends_every_process_it_started(index: Path,
+                                                                                           tmp_path: Path) -> None:
+    """SIGINT mid-check with another waiting: one line saying both stay queued, exit 130, and
+    the process tree the backend started (a child and its own child, neither with a death
+    signal, as a server-backed backend's) is gone with the server."""
+    data = tmp_path / "data"
+    server = Server(index, data, latency_s=30.0, env={"SERVE_STUB_CHILD": "1"})
+    kids: dict[int, int] = {}
+    try:
+        server.wait_ready()
+        first = server.request("POST", "/api/checks", {"claim": CLAIM}).json()["id"]
+        second = server.request("POST", "/api/checks", {"claim": CLAIM + " Again."}).json()["id"]
+        wait_stage(server, first, "hyde")
+        kids = procs.descendants(server.proc.pid)
+        started = [(Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[-2]) for p in kids]
+        assert b"serve-stub-child" in started and b"serve-stub-grandchild" in started, started
+        server.stop(signal.SIGINT, timeout=30)
+        assert server.proc.returncode == 130, server.log.read_text()[-2000:]
+        assert stop_lines(server) == [f"stopped (SIGINT): check {first} was interrupted and saved as queued, its "
+                                      "finished stages kept; 1 waiting check stays queued; they resume when "
+                                      f"`sanctuary-local serve` starts again with --data {data}"]
+        assert_no_process_left(kids)
+    finally:
+        server.close()
+        procs.signal_all(procs.alive(kids), signal.SIGKILL)  # a failed run leaves nothing sleeping
+    for check_id in (first, second):
+        assert orjson.loads((data / "checks" / check_id / "check.json").read_bytes())["status"] == "queued"
+
+
+def test_a_stop_with_nothing_to_do_says_so(index: Path, tmp_path: Path) -> None:
+    server = Server(index, tmp_path / "data")
+    try:
+        server.wait_ready()
+        server.stop(signal.SIGINT, timeout=30)
+    finally:
+        server.close()
+    assert server.proc.returncode == 130
+    assert stop_lines(server) == ["stopped (SIGINT): no check was running or waiting"]
+
+
+def test_the_stop_line_says_what_became_of_the_check_that_ran(tmp_path: Path) -> None:
+    store = CheckStore(tmp_path / "data")
+    done, cancelled, queued = (store.create(f"claim {i}", None) for i in range(3))
+    done.status, cancelled.cancelled = "done", True
+    data = tmp_path / "data"
+    try:
+        assert stop_line(signal.SIGTERM, store, done.id, [queued.id], data) == (
+            f"stopped (SIGTERM): check {done.id} ended (done) before the stop; 1 waiting check stays queued; "
+            f"it resumes when `sanctuary-local serve` starts again with --data {data}")
+        assert stop_line(signal.SIGINT, store, cancelled.id, [], data) == (
+            f"stopped (SIGINT): check {cancelled.id}, cancelled while it ran, is deleted at the next start")
+        assert stop_line(signal.SIGINT, store, "000099", [queued.id, done.id], data).startswith(
+            "stopped (SIGINT): check 000099, cancelled while it ran, was deleted; 2 waiting checks stay queued; they resume")
+    finally:
+        store.close()
 
 
 def test_fifty_claims_at_once_are_each_checked_once(index: Path, tmp_path: Path, repo_dir: Path) -> None:

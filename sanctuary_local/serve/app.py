@@ -10,9 +10,10 @@ address (and a warning when the traffic or the token can be seen by others), and
 until SIGTERM or Ctrl-C. Stopping: uvicorn stops accepting and gives open requests
 ``HTTP_GRACE_S``, then the queue asks the check in flight to stop at its next stop point
 and waits ``stop_grace_s`` for it; a check that is still generating is left queued on disk (its
-finished stages are in its stage files) and resumes at the next start. The process then
-exits at once: within 5 s of the signal.
-An ``OrphanGuard`` ends any process a backend started if the server is killed.
+finished stages are in its stage files) and resumes at the next start. Every process the
+server started is then ended, one line says what became of the checks, and the process exits
+at once, 130 after Ctrl-C and 143 after SIGTERM (``serve/stopping.py``): within 5 s of the
+signal. An ``OrphanGuard`` ends any process a backend started if the server is killed.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -261,15 +261,14 @@ def exposure_warning(s: ServeSettings) -> str | None:
     return "warning: " + "; ".join(parts) if parts else None
 
 
-def _ignore(signum: int, frame: Any) -> None:
-    """What uvicorn's re-raised signal meets once it has stopped (the stop is already done)."""
-
-
 def run_server(s: ServeSettings) -> int:
-    """Serve until SIGTERM/SIGINT (see the module docstring); the exit code."""
+    """Serve until SIGTERM/SIGINT (see the module docstring); the exit code: 128 + the signal
+    (130 for Ctrl-C, 143 for SIGTERM), after one line saying what became of the checks."""
     import uvicorn
 
+    from sanctuary_local.interrupt import exit_stopped
     from sanctuary_local.procs import OrphanGuard
+    from sanctuary_local.serve.stopping import SignalNote, end_children, stop_line
 
     check_settings(s)
     sock = bind(s.host, s.port)  # before --data is created: a port in use leaves nothing behind
@@ -287,17 +286,16 @@ def run_server(s: ServeSettings) -> int:
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", server_header=False,
                             proxy_headers=False, timeout_graceful_shutdown=HTTP_GRACE_S)
     server = uvicorn.Server(config)
-    previous = {sig: signal.signal(sig, _ignore) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        with OrphanGuard():
-            server.run(sockets=[sock])
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    print("stopped", file=sys.stderr, flush=True)
-    if not app.state.worker_ended:  # a generation still runs in C code: its check is saved as queued
-        logging.shutdown()
-        os._exit(0)
-    app.state.ctx.queue.engine.shutdown()
-    app.state.ctx.store.close()
-    return 0
+    note = SignalNote().install()  # kept until the process exits (no KeyboardInterrupt in the last steps)
+    ctx = app.state.ctx
+    with OrphanGuard() as guard:
+        server.run(sockets=[sock])
+        if app.state.worker_ended:  # else a generation still runs in C code: its check is saved as queued
+            ctx.queue.engine.shutdown()
+        end_children(keep=(guard.pid,))  # a backend's server and what it started, whether or not they die with us
+    print(stop_line(note.signum, ctx.store, ctx.queue.interrupted, ctx.queue.waiting(), Path(s.data)),
+          file=sys.stderr, flush=True)
+    if not app.state.worker_ended:
+        exit_stopped(note.exit_code)
+    ctx.store.close()
+    return note.exit_code

@@ -209,6 +209,7 @@ class CheckQueue:
         self.state = "starting"
         """starting | loading models | ready | stopping | failed: what the page says of the server."""
         self.problem = ""
+        self.interrupted: str | None = None  # the check running when ``stop`` was called
         self._thread = threading.Thread(target=self._work, name="check-worker", daemon=True)
 
     @property
@@ -249,7 +250,7 @@ class CheckQueue:
         """Stop taking checks, ask the one in flight to stop; True when the worker ended
         within ``grace_s``, else its check is saved as queued and False."""
         with self._cond:
-            self._closing, self.state = True, "stopping"
+            self._closing, self.state, self.interrupted = True, "stopping", self._working
             if self._stop is not None:
                 self._stop.request()
             self._cond.notify_all()
