@@ -140,3 +140,23 @@ def tree(*roots: Path) -> dict[str, tuple[int, int]]:
                 st = p.stat()
                 out[str(p)] = (st.st_size, st.st_mtime_ns)
     return out
+
+
+def many_checks(data: Path, n: int, after: int = 0) -> list[str]:
+    """A ``--data`` folder holding ``n`` finished checks whose ids follow ``after`` (as if
+    ``after`` checks had been given before and deleted); their ids, oldest first."""
+    from sanctuary_local.serve.jobs import CheckStore
+
+    (data / "checks").mkdir(parents=True, exist_ok=True)
+    (data / "checks" / ".last-id").write_text(str(after))
+    store = CheckStore(data)
+    try:
+        ids = []
+        for i in range(n):
+            rec = store.create(f"Claim number {i + 1} of the history.", None)
+            rec.status, rec.label = "done", "Supported"
+            store.save(rec)
+            ids.append(rec.id)
+        return ids
+    finally:
+        store.close()

@@ -22,7 +22,7 @@ import orjson
 import pytest
 
 from sanctuary_local.records import LABELS
-from serve_support import EVIL, KEEP_SNIPPETS, Server, build_index
+from serve_support import EVIL, KEEP_SNIPPETS, Server, build_index, many_checks
 from shared_runs import TINY_TRAINED
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -252,8 +252,39 @@ def test_delete_a_check_in_the_browser(browser: Any, tmp_path: Path, repo_dir: P
         assert (data / "checks" / check_id).is_dir()  # asked, not yet deleted
         browser.find_element(By.ID, "confirm-delete").click()
         WebDriverWait(browser, 300, poll_frequency=0.2).until(lambda d: d.find_elements(By.ID, "deleted"))
-        assert not (data / "checks" / check_id).exists() and server.request("GET", "/api/checks").json() == {"checks": []}
+        assert not (data / "checks" / check_id).exists() and server.request("GET", "/api/checks").json()["checks"] == []
         browser.get(url)
         assert browser.find_element(By.TAG_NAME, "h1").text == "Not found"
+    finally:
+        server.close()
+
+
+def test_the_older_checks_link_pages_through_the_history(browser: Any, tmp_path: Path, repo_dir: Path) -> None:
+    """With more checks than the home page lists, its "Older checks" link shows the rest
+    (and "Newest checks" leads back); before, the oldest ones could not be reached from the page."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    from sanctuary_local.serve.paging import HISTORY_ROWS
+
+    ids = many_checks(tmp_path / "data", HISTORY_ROWS + 3)
+    server = Server(build_index(repo_dir / "examples" / "corpus", tmp_path / "index"), tmp_path / "data")
+    base = f"http://127.0.0.1:{server.port}"
+
+    def rows() -> list[str]:
+        return [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#history tr td:first-child")]
+
+    try:
+        browser.get(base + "/")
+        assert rows() == ids[::-1][:HISTORY_ROWS] and not browser.find_elements(By.ID, "newest")
+        browser.find_element(By.ID, "older").click()
+        WebDriverWait(browser, 300, poll_frequency=0.2).until(lambda d: "before=" in d.current_url)
+        assert rows() == ids[2::-1]  # the three oldest
+        assert browser.find_element(By.ID, "history-range").text == (
+            f"Checks {HISTORY_ROWS + 1}–{HISTORY_ROWS + 3} of {HISTORY_ROWS + 3}, newest first.")
+        assert not browser.find_elements(By.ID, "older")
+        browser.find_element(By.ID, "newest").click()
+        WebDriverWait(browser, 300, poll_frequency=0.2).until(lambda d: "before=" not in d.current_url)
+        assert rows()[0] == ids[-1]
     finally:
         server.close()

@@ -2,7 +2,9 @@
 against a corpus index of their own documents.
 
 - ``app``: settings, the Starlette app and its lifetime under uvicorn;
-- ``routes``: the pages and the JSON API;
+- ``routes``: the pages; ``api``: the JSON API; ``deletion``: deleting a check from either;
+- ``paging``: which checks a list shows, a page at a time (the history, ``GET /api/checks``);
+- ``stopping``: what the server says, ends and exits with when it is stopped;
 - ``queue``: the bounded check queue and its one worker thread;
 - ``jobs``: the checks on disk under ``--data`` (history, and what a restart resumes);
 - ``resident``: the models, loaded once per process and reused by every check;

@@ -161,6 +161,7 @@ def _app(s: ServeSettings) -> Any:
     from starlette.routing import Route
 
     from sanctuary_local.corpus.index import CorpusIndex
+    from sanctuary_local.serve import api
     from sanctuary_local.serve import routes as r
     from sanctuary_local.serve.deletion import api_delete, delete_form
     from sanctuary_local.serve.jobs import CheckStore
@@ -200,9 +201,9 @@ def _app(s: ServeSettings) -> Any:
         Route("/checks/{check_id}/evidence/{n:int}", r.evidence_page), Route("/files/{path:path}", r.corpus_file_route),
         Route("/static/serve.css", r.stylesheet), Route("/login", r.login, methods=["GET", "POST"]),
         Route("/logout", r.logout, methods=["POST"]), Route("/checks/{check_id}/delete", delete_form, methods=["POST"]),
-        Route("/api/checks", r.api_create, methods=["POST"]), Route("/api/checks", r.api_list),
-        Route("/api/checks/{check_id}", r.api_get), Route("/api/checks/{check_id}", api_delete, methods=["DELETE"]),
-        Route("/api/status", r.api_status),
+        Route("/api/checks", api.api_create, methods=["POST"]), Route("/api/checks", api.api_list),
+        Route("/api/checks/{check_id}", api.api_get), Route("/api/checks/{check_id}", api_delete, methods=["DELETE"]),
+        Route("/api/status", api.api_status),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
                     middleware=[Middleware(SecurityMiddleware, max_body=s.max_body, bound_host=s.host)])

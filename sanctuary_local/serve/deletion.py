@@ -16,7 +16,8 @@ from starlette.responses import JSONResponse, Response
 
 from sanctuary_local.errors import UserError
 from sanctuary_local.serve.queue import cancel_check
-from sanctuary_local.serve.routes import _api_refusal, _error, ctx_of, page, posted_form
+from sanctuary_local.serve.api import api_refusal, error
+from sanctuary_local.serve.routes import ctx_of, page, posted_form
 
 __all__ = ["api_delete", "delete_form"]
 
@@ -43,13 +44,13 @@ async def delete_form(request: Request) -> Response:
 
 async def api_delete(request: Request) -> Response:
     """``DELETE /api/checks/{id}`` (see the module docstring)."""
-    if (refused := _api_refusal(request)) is not None:
+    if (refused := api_refusal(request)) is not None:
         return refused
     check_id = request.path_params["check_id"]
     try:
         outcome = cancel_check(ctx_of(request).queue, check_id)
     except (UserError, OSError) as exc:
-        return _error(409, f"cannot delete check {check_id}: {exc}")
+        return error(409, f"cannot delete check {check_id}: {exc}")
     if outcome is None:
-        return _error(404, "no such check")
+        return error(404, "no such check")
     return JSONResponse({"id": check_id, "status": outcome}, status_code=200 if outcome == "deleted" else 202)

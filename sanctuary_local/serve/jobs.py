@@ -199,9 +199,6 @@ class CheckStore:
     def get(self, check_id: str) -> CheckRecord | None:
         return self.records.get(check_id) if ID_PATTERN.fullmatch(check_id) else None
 
-    def newest_first(self) -> list[CheckRecord]:
-        return sorted(self.records.values(), key=lambda r: r.id, reverse=True)
-
     def active(self) -> list[CheckRecord]:
         """The checks not finished, oldest first (the queue's order)."""
         return sorted((r for r in self.records.values() if r.status in ACTIVE), key=lambda r: r.id)

@@ -1,12 +1,11 @@
-"""The server's pages and JSON API (handlers only; ``app.py`` wires them up).
+"""The server's pages (handlers only; ``app.py`` wires them up, ``api.py`` has the JSON API).
 
-Pages: ``/`` (claim form, queue, history), ``/checks/{id}`` (progress with a meta refresh
+Pages: ``/`` (claim form, queue, history: ``HISTORY_ROWS`` checks a page, ``?before=ID``
+for older ones, see ``paging``), ``/checks/{id}`` (progress with a meta refresh
 while the check runs, then the result), ``/checks/{id}/evidence/{n}`` (a snippet's whole
 source text with its span highlighted), ``/checks/{id}/download`` (``predictions.json``),
-``/files/{path}`` (a corpus file as it is), ``/login``. API: ``POST /api/checks``,
-``GET /api/checks/{id}``, ``GET /api/checks``, ``GET /api/status``. Forms carry a CSRF
-token; the API takes JSON only (a cross-site form cannot send it) and, with a token set,
-``Authorization: Bearer``. A claim is at most ``MAX_CLAIM_CHARS`` characters (422 above); one
+``/files/{path}`` (a corpus file as it is), ``/login``. Forms carry a CSRF token. How a
+claim is read (the page and the API alike): at most ``MAX_CLAIM_CHARS`` characters (422 above); one
 made only of whitespace and invisible format characters (zero-width spaces, bidi marks:
 category Cf) is empty, and one with a control character other than a line break or a tab
 (NUL, ESC...: category Cc) is refused too (422).
@@ -23,17 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from sanctuary_local.errors import UserError
 from sanctuary_local.serve import rendering
 from sanctuary_local.serve.jobs import CheckRecord, CheckStore
+from sanctuary_local.serve.paging import HISTORY_ROWS, PagingError, history_page, paging_args
 from sanctuary_local.serve.queue import CheckQueue, QueueFull
 from sanctuary_local.serve.security import FILE_CSP, SESSION_COOKIE, SID_COOKIE, Guard, IndexedFiles, corpus_file
 
-__all__ = ["MAX_CLAIM_CHARS", "ClaimError", "Context", "parse_claim"]
+__all__ = ["MAX_CLAIM_CHARS", "ClaimError", "Context", "ctx_of", "page", "parse_claim", "posted_form", "result_of"]
 
 #: Longest claim accepted, in characters.
 MAX_CLAIM_CHARS = 2000
@@ -48,8 +47,6 @@ def refresh_s(status: str, position: int | None, off: bool) -> int | None:
     if off or status not in ("queued", "running"):
         return None
     return REFRESH_S if status == "running" else min(REFRESH_MAX_S, REFRESH_S + REFRESH_PER_PLACE * (position or 0))
-#: Checks the history on the home page lists (the API lists them all).
-HISTORY_ROWS = 200
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 #: What corpus files are sent as; anything else is a download.
 _TYPES = {".pdf": "application/pdf", ".txt": "text/plain; charset=utf-8", ".md": "text/plain; charset=utf-8",
@@ -103,10 +100,6 @@ def ctx_of(request: Request) -> Context:
     return request.app.state.ctx
 
 
-def _error(status: int, message: str, **headers: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers=headers or None)
-
-
 # ---------------------------------------------------------------------- pages
 def _sid(request: Request) -> tuple[str, bool]:
     """This browser's CSRF cookie, and whether it is new (then the response sets it)."""
@@ -151,17 +144,23 @@ def _csrf_refused() -> HTMLResponse:
                         "(missing or wrong CSRF token). Reload the page and try again.</p>", status_code=403)
 
 
-def _home_values(ctx: Context) -> dict[str, Any]:
+def _home_values(ctx: Context, before: str | None = None) -> dict[str, Any]:
     running = ctx.queue.current
     waiting = [r for r in (ctx.store.get(i) for i in ctx.queue.waiting()) if r is not None]
-    return {"running": running, "waiting": waiting, "history": ctx.store.newest_first()[:HISTORY_ROWS],
+    return {"running": running, "waiting": waiting, "history": history_page(ctx.store, before, HISTORY_ROWS),
             "eta": ctx.queue.eta_s, "stages": ctx.queue.stages(), "rows": rendering.stage_rows}
 
 
 async def home(request: Request) -> Response:
+    """``/``, or ``/?before=ID``: the history from the checks older than ``ID`` on (``paging``)."""
     if not _logged_in(request):
         return _to_login()
-    return page(request, "serve_home.html", form_error="", claim="", claim_date="", **_home_values(ctx_of(request)))
+    try:
+        before, _ = paging_args({k: request.query_params.getlist(k) for k in request.query_params}, api=False)
+    except PagingError as exc:
+        return page(request, "serve_refused.html", status=400, message=str(exc))
+    return page(request, "serve_home.html", form_error="", claim="", claim_date="",
+                **_home_values(ctx_of(request), before))
 
 
 async def form_url(request: Request) -> Response:
@@ -195,7 +194,7 @@ async def submit_form(request: Request) -> Response:
     return RedirectResponse(f"/checks/{rec.id}", status_code=303)
 
 
-def _result(ctx: Context, rec: CheckRecord) -> tuple[rendering.CheckResult | None, str]:
+def result_of(ctx: Context, rec: CheckRecord) -> tuple[rendering.CheckResult | None, str]:
     if rec.status != "done":
         return None, ""
     try:
@@ -211,7 +210,7 @@ async def check_page(request: Request) -> Response:
     rec = ctx.store.get(request.path_params["check_id"])
     if rec is None:
         return page(request, "serve_missing.html", status=404, what="check")
-    result, problem = _result(ctx, rec)
+    result, problem = result_of(ctx, rec)
     position, off = ctx.queue.position(rec.id), request.query_params.get("refresh") == "off"
     return page(request, "serve_check.html", rec=rec, result=result, result_problem=problem,
                 position=position, eta=ctx.queue.eta_s(rec) if rec.status in ("queued", "running") else None,
@@ -224,7 +223,7 @@ async def evidence_page(request: Request) -> Response:
         return _to_login()
     ctx = ctx_of(request)
     rec = ctx.store.get(request.path_params["check_id"])
-    result, _ = _result(ctx, rec) if rec is not None else (None, "")
+    result, _ = result_of(ctx, rec) if rec is not None else (None, "")
     n = request.path_params["n"]
     if rec is None or result is None or not 1 <= n <= len(result.evidence):
         return page(request, "serve_missing.html", status=404, what="evidence snippet")
@@ -301,69 +300,3 @@ async def logout(request: Request) -> Response:
     resp = RedirectResponse("/login" if ctx_of(request).guard.required else "/", status_code=303)
     resp.delete_cookie(SESSION_COOKIE, path="/")
     return resp
-
-
-# ------------------------------------------------------------------------ API
-def _api_refusal(request: Request) -> JSONResponse | None:
-    if ctx_of(request).guard.bearer_ok(request.headers.get("authorization")):
-        return None
-    return _error(401, "missing or wrong bearer token (send 'Authorization: Bearer TOKEN')", **{"www-authenticate": "Bearer"})
-
-
-def _api_view(ctx: Context, rec: CheckRecord, with_result: bool = True) -> dict[str, Any]:
-    result = _result(ctx, rec)[0] if with_result else None
-    active = rec.status in ("queued", "running")
-    out = rendering.record_json(rec, position=ctx.queue.position(rec.id) if active else None,
-                                eta_s=ctx.queue.eta_s(rec) if active else None, stages=ctx.queue.stages(), result=result)
-    out["url"] = f"/api/checks/{rec.id}"
-    out["page"] = f"/checks/{rec.id}"
-    return out
-
-
-async def api_create(request: Request) -> Response:
-    if (refused := _api_refusal(request)) is not None:
-        return refused
-    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
-        return _error(415, "send the check as JSON: Content-Type: application/json")
-    try:
-        body = orjson.loads(await request.body())
-    except orjson.JSONDecodeError:
-        return _error(422, "the body is not valid JSON")
-    if not isinstance(body, dict) or "claim" not in body:
-        return _error(422, "the body must be a JSON object with a 'claim' (and optionally a 'claim_date', YYYY-MM-DD)")
-    ctx = ctx_of(request)
-    try:
-        claim, date = parse_claim(body["claim"], body.get("claim_date"))
-        rec = ctx.queue.submit(claim, date)
-    except ClaimError as exc:
-        return _error(422, str(exc))
-    except QueueFull as exc:
-        return _error(429, str(exc), **{"retry-after": "30"})
-    return JSONResponse({"id": rec.id, "status": rec.status, "url": f"/api/checks/{rec.id}", "page": f"/checks/{rec.id}"},
-                        status_code=202, headers={"location": f"/api/checks/{rec.id}"})
-
-
-async def api_get(request: Request) -> Response:
-    if (refused := _api_refusal(request)) is not None:
-        return refused
-    ctx = ctx_of(request)
-    rec = ctx.store.get(request.path_params["check_id"])
-    if rec is None:
-        return _error(404, "no such check")
-    return JSONResponse(_api_view(ctx, rec))
-
-
-async def api_list(request: Request) -> Response:
-    if (refused := _api_refusal(request)) is not None:
-        return refused
-    ctx = ctx_of(request)
-    return JSONResponse({"checks": [_api_view(ctx, r, with_result=False) for r in ctx.store.newest_first()]})
-
-
-async def api_status(request: Request) -> Response:
-    if (refused := _api_refusal(request)) is not None:
-        return refused
-    ctx = ctx_of(request)
-    return JSONResponse({"state": ctx.queue.state, "problem": ctx.queue.problem, "waiting": len(ctx.queue.waiting()),
-                         "max_queued": ctx.queue.max_queued, "running": ctx.queue.current.id if ctx.queue.current else None,
-                         "corpus": ctx.corpus_name})
