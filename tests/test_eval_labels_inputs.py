@@ -78,7 +78,7 @@ def test_bad_inputs_name_the_claim(tmp_path: Path) -> None:
         load_predictions(tmp_path)
     bad_json = tmp_path / "p.json"
     bad_json.write_text(json.dumps([{"claim_id": 3, "claim": "c", "pred_label": "Refuted", "evidence": "oops"}]))
-    with pytest.raises(UserError, match=r"entry 0 \(claim id 3\).*must be a list"):
+    with pytest.raises(UserError, match=r"entry 0: field 'evidence' must be a list"):
         load_predictions(bad_json)
 
 

@@ -146,7 +146,7 @@ def test_predictions_wrong_types_refused(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_predictions_right_types_still_read(tmp_path: Path) -> None:
     src = _write(tmp_path / "preds.json", [_pred(flags=["a"], timings={"s": 1, "t": 0.5}, meta={"split": "pred"},
-                                                 provisional_label=None, claim_index=7)])
+                                                 provisional_label=None, claim_index=7, claim_id=7)])
     (p,) = read_predictions_json(src)
     assert (p.flags, p.timings, p.meta, p.claim_index) == (("a",), {"s": 1, "t": 0.5}, {"split": "pred"}, 7)
 

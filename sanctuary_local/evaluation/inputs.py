@@ -106,42 +106,29 @@ def _gold_from_claims(path: Path) -> list[EvalExample]:
     ]
 
 
-def _pred_entry(entry: Any, position: int, path: Path) -> EvalExample:
-    where = f"{path}: entry {position}"
-    if not isinstance(entry, dict):
-        raise UserError(f"{where}: expected a JSON object, got {type(entry).__name__}")
-    # Our files carry claim_index (the index in the claims file = the gold id); official
-    # ones only claim_id (the dataset index in the official files).
-    from sanctuary_local.io.claims import check_claim_id
-
-    index = entry.get("claim_index")
-    if isinstance(index, int) and not isinstance(index, bool):
-        claim_id = str(index)
-    else:
-        claim_id = check_claim_id(str(entry.get("claim_id", entry.get("id", position))), where)
-    where = f"{where} (claim id {claim_id})"
-    raw_label = entry.get("pred_label", entry.get("label"))
-    label = MISSING_LABEL if raw_label in (None, "") else normalize_label(raw_label, where)
-    evidence = entry.get("evidence") or []
-    if not isinstance(evidence, list):
-        raise UserError(f"{where}: field 'evidence' must be a list")
-    pairs = []
-    for j, e in enumerate(evidence):
-        if not isinstance(e, dict) or not isinstance(e.get("question", ""), str) or not isinstance(e.get("answer", ""), str):
-            raise UserError(f"{where}, evidence {j}: expected an object with string 'question' and 'answer'")
-        pairs.append((e.get("question", ""), e.get("answer", "")))
-    return EvalExample(claim_id, str(entry.get("claim", "")), label, tuple(pairs))
+def _eval_label(entry: dict[str, Any], where: str) -> str:
+    """``pred_label`` (else ``label``) normalised (``normalize_label``); none: ``MISSING_LABEL``."""
+    raw = entry.get("pred_label", entry.get("label"))
+    return MISSING_LABEL if raw is None or raw == "" else normalize_label(raw, where)
 
 
 def _pred_from_json(path: Path) -> list[EvalExample]:
+    """Checked as ``convert`` checks them (``io.predictions.parse_predictions``), but for the
+    label: ``eval`` also reads variants and a missing label (counted wrong)."""
     from sanctuary_local.io.claims import load_json_file
+    from sanctuary_local.io.predictions import parse_predictions
 
     data = load_json_file(path, "predictions file")
-    if not isinstance(data, list):
-        raise UserError(f"{path}: expected a JSON array of predictions at the top level, got {type(data).__name__}")
-    preds = [_pred_entry(entry, i, path) for i, entry in enumerate(data)]
-    _check_unique_in_file(preds, [f"entry {i}" for i in range(len(preds))], path)
-    return preds
+    preds = parse_predictions(data, path, _eval_label)
+    out = []
+    for entry, p in zip(data, preds):
+        # The gold id is the claim's index: our claim_index, else an all-digit claim_id; an
+        # official file's other ids ("claim-7") are matched as they are.
+        by_index = entry.get("claim_index") is not None or (p.claim_id.isascii() and p.claim_id.isdigit())
+        out.append(EvalExample(str(p.claim_index) if by_index else p.claim_id, p.claim, p.label,
+                               tuple((e.question, e.answer) for e in p.evidence)))
+    _check_unique_in_file(out, [f"entry {i}" for i in range(len(out))], path)
+    return out
 
 
 def load_predictions(path: str | Path) -> list[EvalExample]:

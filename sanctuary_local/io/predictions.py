@@ -31,6 +31,8 @@ __all__ = [
     "prediction_to_official",
     "write_predictions_json",
     "read_predictions_json",
+    "parse_predictions",
+    "official_label",
     "predictions_to_leaderboard",
     "gold_to_solution",
     "leaderboard_to_predictions",
@@ -123,15 +125,32 @@ def write_predictions_json(preds: Sequence[Prediction], path: str | Path) -> Pat
     return atomic_write_bytes(Path(path), data + b"\n")
 
 
-def read_predictions_json(path: str | Path) -> list[Prediction]:
+#: Reads an entry's label: ``(entry, where) -> label`` (a ``UserError`` naming ``where``).
+LabelReader = Callable[[dict[str, Any], str], str]
+
+
+def official_label(entry: dict[str, Any], where: str) -> str:
+    """``pred_label``, required and one of ``LABELS`` exactly."""
+    if not isinstance(entry.get("pred_label"), str):
+        raise UserError(f"{where}: missing or non-string required field 'pred_label'")
+    if (label := entry["pred_label"]) not in LABELS:
+        raise UserError(f"{where}: unknown pred_label {label!r}; valid labels: {', '.join(LABELS)}")
+    return str(label)
+
+
+def read_predictions_json(path: str | Path, label: LabelReader = official_label) -> list[Prediction]:
     """Read a predictions file (ours or any official-format one); a bad entry (a wrong type,
-    an id in non-ASCII digits, a claim predicted twice) is a ``UserError`` naming the file
-    and the entry index."""
-    path = Path(path)
-    data = load_json_file(path, "predictions file")
+    an id in non-ASCII digits, a ``claim_index`` naming another claim than its ``claim_id``,
+    a claim predicted twice) is a ``UserError`` naming the file and the entry index.
+    ``label`` reads each entry's label (``eval`` also reads variants such as ``NEI``)."""
+    return parse_predictions(load_json_file(Path(path), "predictions file"), Path(path), label)
+
+
+def parse_predictions(data: Any, path: Path, label: LabelReader = official_label) -> list[Prediction]:
+    """``read_predictions_json`` of JSON already loaded from ``path``."""
     if not isinstance(data, list):
         raise UserError(f"{path}: expected a JSON array of predictions at the top level, got {type(data).__name__}")
-    preds = [_parse_prediction(entry, i, f"{path}: entry {i}") for i, entry in enumerate(data)]
+    preds = [_parse_prediction(entry, i, f"{path}: entry {i}", label) for i, entry in enumerate(data)]
     first: dict[int, int] = {}
     for i, p in enumerate(preds):
         if (other := first.setdefault(p.claim_index, i)) != i:
@@ -160,24 +179,27 @@ def _number(x: Any) -> bool:
 
 def _claim_index(entry: dict[str, Any], claim_id: str, position: int, where: str) -> int:
     """Our ``claim_index`` when present (a non-negative integer); official files have only
-    ``claim_id``, which is the claim's index in the dataset; else the position."""
+    ``claim_id``, which is the claim's index in the dataset; else the position. Both
+    present and naming different indices (a hand-edited or merged file) is a ``UserError``:
+    a dataset id that is not an index (``"claim-7"``) may differ."""
     index = _typed(entry, "claim_index", where, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
                    "a non-negative integer", None)
-    if index is not None:
-        return index
-    from_id = index_from_id(claim_id, where)
-    return position if from_id is None else from_id
+    if index is None:
+        from_id = index_from_id(claim_id, where)
+        return position if from_id is None else from_id
+    names_index = claim_id.isascii() and claim_id.isdigit() and len(claim_id) <= MAX_INDEX_DIGITS
+    if names_index and entry.get("claim_id") is not None and int(claim_id) != index:  # which one is right? never guess
+        raise UserError(f"{where}: claim_index {index} and claim_id {claim_id} name different claims; "
+                        "correct one of them (or remove claim_index)")
+    return index
 
 
-def _parse_prediction(entry: Any, position: int, where: str) -> Prediction:
+def _parse_prediction(entry: Any, position: int, where: str, read_label: LabelReader) -> Prediction:
     if not isinstance(entry, dict):
         raise UserError(f"{where}: expected a JSON object, got {type(entry).__name__}")
-    for key in ("claim", "pred_label"):
-        if not isinstance(entry.get(key), str):
-            raise UserError(f"{where}: missing or non-string required field '{key}'")
-    label = entry["pred_label"]
-    if label not in LABELS:
-        raise UserError(f"{where}: unknown pred_label {label!r}; valid labels: {', '.join(LABELS)}")
+    if not isinstance(entry.get("claim"), str):
+        raise UserError(f"{where}: missing or non-string required field 'claim'")
+    label = read_label(entry, where)
     raw_id = _typed(entry, "claim_id", where, lambda v: isinstance(v, (str, int)) and not isinstance(v, bool),
                     "a string or an integer", position)
     claim_id = check_claim_id(str(raw_id), where)
