@@ -130,17 +130,17 @@ def test_eval_and_convert_write_the_pair_the_official_scorer_scores_right(
 
 
 def test_no_pair_for_a_whole_file_or_with_missing_predictions(subset: tuple[Path, Path], tmp_path: Path) -> None:
-    from sanctuary_local.cli.eval_cmd import write_official_pair
+    from sanctuary_local.cli.eval_cmd import official_pair
     from sanctuary_local.evaluation.inputs import align, load_gold, load_predictions, select_range
 
     solution, submission = subset
     gold = load_gold(solution)
     whole = align(gold[:5], [g for g in gold[:5]])
-    assert write_official_pair(whole, tmp_path)["written"] is False
+    info, files = official_pair(whole, tmp_path)
+    assert info["written"] is False and files == {}
     partial = align(select_range(gold, "50:101"), load_predictions(submission))  # claim 100 has no prediction
-    result = write_official_pair(partial, tmp_path)
-    assert not result["written"] and "1 claims have no prediction" in result["reason"]
-    assert not (tmp_path / "official_submission.csv").exists()
+    result, files = official_pair(partial, tmp_path)
+    assert not result["written"] and "1 claims have no prediction" in result["reason"] and files == {}
 
 
 def test_convert_gold_only_with_predictions_to_csv(dev_claims_path: Path, tmp_path: Path,

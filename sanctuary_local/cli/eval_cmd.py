@@ -3,7 +3,10 @@
 Label metrics, the Hungarian-METEOR (old) AVeriTeC score, and — with ``--judge`` — Ev2R
 recall and the new AVeriTeC score from a local LLM judge. Prints a table and writes
 ``metrics.json``, ``per_claim.csv`` and ``confusion.png`` into ``--out`` (default: the run
-directory when PRED is one, else ``./eval``).
+directory when PRED is one, else ``./eval``), atomically, and ``eval_manifest.json`` with the
+SHA-256 of each: in an existing folder it replaces only files an earlier ``eval`` wrote and
+nobody changed since, and refuses anything else at one of its names before scoring
+(``io/owned_outputs.py``).
 
 When the scored claims are not ids 0…n-1 (a subset run, ``--claims-range``), it also
 writes ``official_submission.csv`` and ``official_solution.csv``: the predictions and the
@@ -21,7 +24,7 @@ from rich.markup import escape
 
 from sanctuary_local.cli.help_panels import ADVANCED, INPUTS, MODELS, OUTPUTS, PERF
 from sanctuary_local.errors import UserError
-from sanctuary_local.io.files import check_writable, writing
+from sanctuary_local.io.files import check_not_an_input, check_writable, writing
 
 
 def _attach_ev2r(report, data, judge: str, out: Path, cache_dir: Path | None, max_tokens: int, limit: int | None) -> None:  # type: ignore[no-untyped-def]
@@ -59,28 +62,27 @@ def official_rows(data):  # type: ignore[no-untyped-def]
     return sub, sol
 
 
-def write_official_pair(data, out: Path) -> dict:  # type: ignore[no-untyped-def]
-    """The official scorer's pair for a subset (see the module docstring) into ``out``;
-    returns what was done, for ``metrics.json`` (``written`` false, with the reason, when
-    no pair is needed or none can be written)."""
-    from sanctuary_local.io.official_pair import needs_pair, write_scoring_pair
+def official_pair(data, out: Path) -> tuple[dict, dict[str, bytes]]:  # type: ignore[no-untyped-def]
+    """The official scorer's pair for a subset (see the module docstring): what is done, for
+    ``metrics.json`` (``written`` false, with the reason, when no pair is needed or none can
+    be written), and the files to write into ``out``, ``{name: bytes}``."""
+    from sanctuary_local.io.official_pair import needs_pair, scoring_pair_bytes
 
     ids = [g.claim_id for g in data.gold]
     if not needs_pair(ids):
-        return {"written": False, "reason": "the claims are ids 0…n-1: submission.csv scores as it is"}
+        return {"written": False, "reason": "the claims are ids 0…n-1: submission.csv scores as it is"}, {}
     if not all(i.isascii() and i.isdigit() for i in ids):
-        return {"written": False, "reason": "the official scorer needs integer ids"}
+        return {"written": False, "reason": "the official scorer needs integer ids"}, {}
     if data.missing:
         return {"written": False, "reason": f"{len(data.missing)} claims have no prediction: the official scorer "
-                "cannot score them (finish the run, or narrow --claims-range)"}
+                "cannot score them (finish the run, or narrow --claims-range)"}, {}
     bare = [g.claim_id for g, p in zip(data.gold, data.pred) if not "".join(q + a for q, a in p.qa_pairs).strip()]
     if bare:
         return {"written": False, "reason": f"{len(bare)} predictions have no evidence (e.g. claim {bare[0]}): the "
-                "official scorer crashes on an empty evi (convert writes them a placeholder pair)"}
-    sub, sol = official_rows(data)
-    order = write_scoring_pair(sub, sol, out / OFFICIAL_SUBMISSION, out / OFFICIAL_SOLUTION)
-    return {"written": True, "submission": str(out / OFFICIAL_SUBMISSION), "solution": str(out / OFFICIAL_SOLUTION),
-            "claim_ids_of_rows": order}
+                "official scorer crashes on an empty evi (convert writes them a placeholder pair)"}, {}
+    sub, sol, order = scoring_pair_bytes(*official_rows(data))
+    return ({"written": True, "submission": str(out / OFFICIAL_SUBMISSION), "solution": str(out / OFFICIAL_SOLUTION),
+             "claim_ids_of_rows": order}, {OFFICIAL_SUBMISSION: sub, OFFICIAL_SOLUTION: sol})
 
 
 def eval_command(
@@ -90,7 +92,7 @@ def eval_command(
         None, "--claims-range", rich_help_panel=INPUTS,
         help="Score only claim ids a:b (e.g. a `run --claims-range a:b` against the full gold file).",
     ),
-    out: Path = typer.Option(None, "--out", help="Output directory (default: PRED's run directory, else ./eval).", rich_help_panel=OUTPUTS),
+    out: Path = typer.Option(None, "--out", help="Output directory (default: PRED's run directory, else ./eval); in an existing one only the files an earlier eval wrote are replaced.", rich_help_panel=OUTPUTS),
     judge: str = typer.Option(None, "--judge", help="Also compute Ev2R with this profile's verdict LLM as judge (cpu | paper | file).", rich_help_panel=MODELS),
     judge_max_tokens: int = typer.Option(1024, "--judge-max-tokens", help="Generation cap of each judge answer.", rich_help_panel=MODELS),
     workers: int = typer.Option(None, "--workers", help="Processes for METEOR (default and most: the usable CPUs).", rich_help_panel=PERF),
@@ -102,7 +104,8 @@ def eval_command(
     For a subset (claim ids other than 0…n-1) also writes official_submission.csv and official_solution.csv into --out: the same claims renumbered 0…n-1, which the official FEVER-8 scorer (it matches rows by position) scores as eval does."""
     from sanctuary_local.evaluation.evaluate import evaluate
     from sanctuary_local.evaluation.inputs import align, load_gold, load_predictions, select_range
-    from sanctuary_local.evaluation.report import summary_table, write_outputs
+    from sanctuary_local.evaluation.report import CONFUSION, METRICS, PER_CLAIM, output_files, summary_table
+    from sanctuary_local.io.owned_outputs import OwnedOutputs
 
     if judge_max_tokens <= 0:
         raise UserError("--judge-max-tokens must be > 0")
@@ -119,14 +122,19 @@ def eval_command(
         from sanctuary_local.io.leaderboard import check_official_rows
 
         data.notes[:0] = [f"{pred}: the official scorer would stop on it: {p}" for p in check_official_rows(pred)]
-    check_writable(out, "the eval outputs")  # before minutes of scoring, not after
+    # Before minutes of scoring, not after: out writable, no user's file at one of our names.
+    check_writable(out, "the eval outputs")
+    outputs, (pair, pair_files) = OwnedOutputs(out, "eval"), official_pair(data, out)
+    for name in (METRICS, PER_CLAIM, CONFUSION, *pair_files):
+        check_not_an_input(out / name, (pred / "predictions.json" if pred.is_dir() else pred, gold), "the eval outputs")
+    outputs.check((METRICS, PER_CLAIM, CONFUSION, *pair_files))
     report = evaluate(data, workers=workers)
     if judge:
         _attach_ev2r(report, data, judge, out, judge_cache, judge_max_tokens, judge_limit)
+    inputs = {"pred": str(pred), "gold": str(gold), "judge": judge, "claims_range": claims_range, "official_pair": pair}
     with writing(out, "the eval outputs"):
-        pair = write_official_pair(data, out)
-        paths = write_outputs(report, out, {"pred": str(pred), "gold": str(gold), "judge": judge, "claims_range": claims_range,
-                                            "official_pair": pair})
+        written = outputs.write({**output_files(report, inputs), **pair_files})
+    paths = {"metrics": written[METRICS], "per_claim": written[PER_CLAIM], "confusion": written[CONFUSION]}
     console = Console()
     console.print(summary_table(report))
     if report.ev2r:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -12,7 +11,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from sanctuary_local.evaluation.evaluate import HEADLINE_THRESHOLD, EvalReport
-from sanctuary_local.io.leaderboard import atomic_write_bytes
 
 PER_CLAIM_FIELDS = (
     "claim_id", "gold_label", "pred_label", "correct", "n_pred_evidence", "n_gold_evidence",
@@ -48,8 +46,8 @@ def per_claim_csv(report: EvalReport) -> str:
     return out.getvalue()
 
 
-def confusion_png(report: EvalReport, path: Path, title: str = "") -> Path:
-    """A labelled confusion-matrix heat map (rows gold, columns predicted)."""
+def confusion_png(report: EvalReport, title: str = "") -> bytes:
+    """A labelled confusion-matrix heat map (rows gold, columns predicted), as PNG bytes."""
     import matplotlib
 
     matplotlib.use("Agg")  # headless: no display on a batch machine
@@ -75,18 +73,21 @@ def confusion_png(report: EvalReport, path: Path, title: str = "") -> Path:
     png = io.BytesIO()
     fig.savefig(png, format="png")
     plt.close(fig)
-    return atomic_write_bytes(path, png.getvalue())  # a symlink at ``path`` is replaced, not followed
+    return png.getvalue()
 
 
-def write_outputs(report: EvalReport, out_dir: Path, inputs: dict[str, Any]) -> dict[str, Path]:
-    """Write the three output files into ``out_dir``; returns their paths by name."""
+#: What ``output_files`` returns, by name: the files every ``eval`` writes.
+METRICS, PER_CLAIM, CONFUSION = "metrics.json", "per_claim.csv", "confusion.png"
+
+
+def output_files(report: EvalReport, inputs: dict[str, Any]) -> dict[str, bytes]:
+    """The three output files, ``{name: bytes}`` (``METRICS``, ``PER_CLAIM``, ``CONFUSION``)."""
     metrics = {"inputs": inputs, **report.to_dict()}
-    paths = {
-        "metrics": atomic_write_bytes(out_dir / "metrics.json", orjson.dumps(metrics, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)),
-        "per_claim": atomic_write_bytes(out_dir / "per_claim.csv", per_claim_csv(report).encode("utf-8")),
+    return {
+        METRICS: orjson.dumps(metrics, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS),
+        PER_CLAIM: per_claim_csv(report).encode("utf-8"),
+        CONFUSION: confusion_png(report),
     }
-    paths["confusion"] = confusion_png(report, out_dir / "confusion.png")
-    return paths
 
 
 def summary_table(report: EvalReport) -> Table:

@@ -27,10 +27,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sanctuary_local.errors import UserError
-from sanctuary_local.io.leaderboard import LeaderboardRow, write_leaderboard_csv
+from sanctuary_local.io.leaderboard import LeaderboardRow, atomic_write_bytes, leaderboard_csv_text
 
 __all__ = ["ScorerView", "needs_pair", "official_pairs", "pairing_problems", "renumbered", "scoring_pair",
-           "write_scoring_pair"]
+           "scoring_pair_bytes", "write_scoring_pair"]
 
 
 @dataclass(frozen=True)
@@ -99,10 +99,18 @@ def scoring_pair(submission: Sequence[LeaderboardRow], solution: Sequence[Leader
     return renumbered(submission), renumbered(solution)
 
 
+def scoring_pair_bytes(submission: Sequence[LeaderboardRow], solution: Sequence[LeaderboardRow]
+                       ) -> tuple[bytes, bytes, list[str]]:
+    """``scoring_pair``'s two CSV files, and the claim ids of their rows 0…n-1."""
+    sub, sol = scoring_pair(submission, solution)
+    return (leaderboard_csv_text(sub).encode("utf-8"), leaderboard_csv_text(sol).encode("utf-8"),
+            sorted((r.id for r in submission), key=int))
+
+
 def write_scoring_pair(submission: Sequence[LeaderboardRow], solution: Sequence[LeaderboardRow],
                        submission_path: Path, solution_path: Path) -> list[str]:
-    """Write ``scoring_pair``'s two files; returns the claim ids of rows 0…n-1."""
-    sub, sol = scoring_pair(submission, solution)
-    write_leaderboard_csv(sub, submission_path)
-    write_leaderboard_csv(sol, solution_path)
-    return sorted((r.id for r in submission), key=int)
+    """Write ``scoring_pair``'s two files (atomically); returns the claim ids of rows 0…n-1."""
+    sub, sol, order = scoring_pair_bytes(submission, solution)
+    atomic_write_bytes(submission_path, sub)
+    atomic_write_bytes(solution_path, sol)
+    return order
