@@ -140,3 +140,16 @@ def test_the_manifest_records_exactly_what_was_written(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"b\.png: was not written by `eval`"):
         owned.write({"b.png": b"four"})
     assert (tmp_path / "b.png").read_bytes() == b"changed"
+
+
+def test_an_output_that_is_one_of_the_inputs_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An earlier eval's official pair, scored again on a sub-range into the same folder:
+    the new pair would have replaced the very files being read (the manifest says they are ours)."""
+    _wordnet()
+    pred, gold = _inputs(tmp_path, range(1, 4))
+    out = tmp_path / "eval"
+    assert cli_main(_eval(pred, gold, out, "--claims-range", "1:4")) == 0
+    sub, sol = out / "official_submission.csv", out / "official_solution.csv"
+    before = sub.read_bytes()
+    line = _refused(_eval(sub, sol, out, "--claims-range", "1:3"), capsys, str(sub))
+    assert "it is the input" in line and sub.read_bytes() == before
