@@ -27,7 +27,7 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.io.files import check_not_an_input, check_writable, writing
 
 
-def _attach_ev2r(report, data, judge: str, out: Path, cache_dir: Path | None, max_tokens: int, limit: int | None) -> None:  # type: ignore[no-untyped-def]
+def _attach_ev2r(report, data, judge: str, cache_dir: Path, max_tokens: int, limit: int | None) -> None:  # type: ignore[no-untyped-def]
     """Run the Ev2R judge (profile ``judge``'s ``verdict.llm``) and add its figures to ``report``."""
     from sanctuary_local.config.settings import SamplingConfig, load_config
     from sanctuary_local.evaluation.ev2r import JudgeCache, ev2r_scores
@@ -38,7 +38,7 @@ def _attach_ev2r(report, data, judge: str, out: Path, cache_dir: Path | None, ma
     backend = make_backend(cfg.verdict.llm, cfg.models_dir)
     try:
         sampling = SamplingConfig(temperature=0.0, top_p=1.0, top_k=1, max_tokens=max_tokens, seed=cfg.seed)
-        summary, per_claim = ev2r_scores(data.gold[:n], data.pred[:n], backend, JudgeCache(cache_dir or out / "ev2r_cache"), sampling)
+        summary, per_claim = ev2r_scores(data.gold[:n], data.pred[:n], backend, JudgeCache(cache_dir), sampling)
     finally:
         backend.close()
     summary.update({"profile": cfg.profile, "n_claims_judged": n, "max_tokens": max_tokens})
@@ -62,6 +62,13 @@ def official_rows(data):  # type: ignore[no-untyped-def]
     return sub, sol
 
 
+def _text(path: Path) -> str:
+    """``path`` as ``metrics.json`` can hold it: an undecodable byte of its name as ``\\xNN``."""
+    from sanctuary_local.corpus.names import display_name
+
+    return display_name(str(path))
+
+
 def official_pair(data, out: Path) -> tuple[dict, dict[str, bytes]]:  # type: ignore[no-untyped-def]
     """The official scorer's pair for a subset (see the module docstring): what is done, for
     ``metrics.json`` (``written`` false, with the reason, when no pair is needed or none can
@@ -81,7 +88,7 @@ def official_pair(data, out: Path) -> tuple[dict, dict[str, bytes]]:  # type: ig
         return {"written": False, "reason": f"{len(bare)} predictions have no evidence (e.g. claim {bare[0]}): the "
                 "official scorer crashes on an empty evi (convert writes them a placeholder pair)"}, {}
     sub, sol, order = scoring_pair_bytes(*official_rows(data))
-    return ({"written": True, "submission": str(out / OFFICIAL_SUBMISSION), "solution": str(out / OFFICIAL_SOLUTION),
+    return ({"written": True, "submission": _text(out / OFFICIAL_SUBMISSION), "solution": _text(out / OFFICIAL_SOLUTION),
              "claim_ids_of_rows": order}, {OFFICIAL_SUBMISSION: sub, OFFICIAL_SOLUTION: sol})
 
 
@@ -128,10 +135,16 @@ def eval_command(
     for name in (METRICS, PER_CLAIM, CONFUSION, *pair_files):
         check_not_an_input(out / name, (pred / "predictions.json" if pred.is_dir() else pred, gold), "the eval outputs")
     outputs.check((METRICS, PER_CLAIM, CONFUSION, *pair_files))
+    cache = judge_cache or out / "ev2r_cache"
+    if judge and judge_cache is None and cache.is_symlink():  # inside --out: never written through a planted link
+        raise UserError(f"{cache}: is a symbolic link; refusing to write the judge cache through it (remove it)")
+    if judge:
+        check_writable(cache, "the judge cache")
     report = evaluate(data, workers=workers)
     if judge:
-        _attach_ev2r(report, data, judge, out, judge_cache, judge_max_tokens, judge_limit)
-    inputs = {"pred": str(pred), "gold": str(gold), "judge": judge, "claims_range": claims_range, "official_pair": pair}
+        with writing(cache, "the judge cache"):
+            _attach_ev2r(report, data, judge, cache, judge_max_tokens, judge_limit)
+    inputs = {"pred": _text(pred), "gold": _text(gold), "judge": judge, "claims_range": claims_range, "official_pair": pair}
     with writing(out, "the eval outputs"):
         written = outputs.write({**output_files(report, inputs), **pair_files})
     paths = {"metrics": written[METRICS], "per_claim": written[PER_CLAIM], "confusion": written[CONFUSION]}

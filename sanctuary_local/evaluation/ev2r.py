@@ -29,8 +29,9 @@ from typing import Any
 import orjson
 
 from sanctuary_local.config.settings import SamplingConfig
+from sanctuary_local.errors import UserError
 from sanctuary_local.evaluation.inputs import EvalExample
-from sanctuary_local.io.leaderboard import atomic_write_bytes
+from sanctuary_local.io.safe_io import atomic_write_bytes, read_regular
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, LLMBackend
 from sanctuary_local.prompts import load_prompt, load_schema, prompt_hash, render
 
@@ -126,6 +127,10 @@ def build_request(mode: str, gold: EvalExample, pred: EvalExample, sampling: Sam
     )
 
 
+#: Bytes of one cached judge answer read at most (an answer is a few KiB of JSON).
+CACHE_ENTRY_LIMIT = 16 << 20
+
+
 class JudgeCache:
     """Judge answers on disk: ``<dir>/<key[:2]>/<key>.json`` (text + judge id)."""
 
@@ -147,16 +152,16 @@ class JudgeCache:
         return self.directory / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> str | None:
-        path = self._path(key)
-        if not path.is_file():
-            return None
-        try:
-            return str(orjson.loads(path.read_bytes())["text"])
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            return None  # a damaged entry is simply asked again
+        try:  # not through a link, never blocking on a FIFO; capped
+            return str(orjson.loads(read_regular(self._path(key), CACHE_ENTRY_LIMIT, follow=False))["text"])
+        except (OSError, UserError, orjson.JSONDecodeError, KeyError, TypeError):
+            return None  # a missing, damaged or odd entry is simply asked again (and replaced)
 
     def put(self, key: str, judge_id: str, text: str) -> None:
-        atomic_write_bytes(self._path(key), orjson.dumps({"judge": judge_id, "text": text}))
+        path = self._path(key)
+        if path.parent.is_symlink():  # the entry would land wherever the link points
+            raise UserError(f"{path.parent}: is a symbolic link; refusing to write the judge cache through it (remove it)")
+        atomic_write_bytes(path, orjson.dumps({"judge": judge_id, "text": text}))
 
 
 def judge_id(backend: LLMBackend) -> str:

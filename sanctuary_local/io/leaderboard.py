@@ -151,7 +151,7 @@ def check_official_rows(path: str | Path, max_pairs: int | None = None) -> list[
             problems.append(f"{where}: duplicate id")
         seen.add(row[0])
         problems += [f"{where}: {p}" for p in _evi_problems(row[2], max_pairs)]
-    return problems + _pandas_problems(path, n_rows)
+    return problems + _pandas_problems(path, text, n_rows)
 
 
 def scorer_evi_problems(evi: str) -> list[str]:
@@ -175,15 +175,19 @@ def _evi_problems(evi: str, max_pairs: int | None) -> list[str]:
     return problems
 
 
-def _pandas_problems(path: Path, n_rows: int) -> list[str]:
+def _pandas_problems(path: Path, text: str, n_rows: int) -> list[str]:
     """What ``pandas.read_csv`` (the scorer's reader) sees differently: NaN cells, row count."""
     try:
         import pandas as pd
     except ImportError:
         return []
-    frame = pd.read_csv(path)
+    try:  # the text already read: the path is not opened twice
+        frame = pd.read_csv(io.StringIO(text, newline=""))
+        evis = frame["evi"].tolist()
+    except (ValueError, KeyError) as exc:  # pandas.errors.ParserError, EmptyDataError …: the scorer stops too
+        return [f"{path}: pandas (the scorer's reader) cannot read it: {' '.join(str(exc).split())}"]
     problems = [] if len(frame) == n_rows else [f"pandas reads {len(frame)} rows, the csv module {n_rows}"]
-    for i, evi in enumerate(frame["evi"].tolist(), start=1):
+    for i, evi in enumerate(evis, start=1):
         if not isinstance(evi, str):
             problems.append(f"row {i} (id {frame['id'].iloc[i - 1]!r}): pandas reads evi as {evi!r}, not a string")
     return problems
