@@ -68,6 +68,10 @@ def test_eval_reads_json_as_strictly_as_convert(tmp_path: Path) -> None:
     _both_refuse(_write(tmp_path / "e.json", [_entry(evidence=[{"question": "q", "answer": "a", "score": "x"}])]),
                  "entry 0, evidence 0: field 'score' must be a number")
     _both_refuse(_write(tmp_path / "d.json", [_entry(), _entry()]), "entry 0 and entry 1 both predict claim 0")
+    for bad in (0, False, "", {}):  # were read as "no evidence"
+        _both_refuse(_write(tmp_path / "z.json", [_entry(evidence=bad)]), "entry 0: field 'evidence' must be a list")
+    _both_refuse(_write(tmp_path / "z.json", [_entry(evidence_all=0)]), "entry 0: field 'evidence_all' must be a list")
+    assert load_predictions(_write(tmp_path / "ok.json", [_entry(evidence=None)]))[0].qa_pairs == ()
 
 
 def test_eval_keeps_its_label_variants_and_missing_labels(tmp_path: Path) -> None:

@@ -203,11 +203,8 @@ def _parse_prediction(entry: Any, position: int, where: str, read_label: LabelRe
     raw_id = _typed(entry, "claim_id", where, lambda v: isinstance(v, (str, int)) and not isinstance(v, bool),
                     "a string or an integer", position)
     claim_id = check_claim_id(str(raw_id), where)
-    evidence = entry.get("evidence") or []
-    evidence_all = entry.get("evidence_all") or []
-    for key, value in (("evidence", evidence), ("evidence_all", evidence_all)):
-        if not isinstance(value, list):
-            raise UserError(f"{where}: field '{key}' must be a list")
+    evidence, evidence_all = (_typed(entry, key, where, lambda v: isinstance(v, list), "a list", [])
+                              for key in ("evidence", "evidence_all"))  # 0, false or "" is not "none"
     flags = _typed(entry, "flags", where, lambda v: isinstance(v, list) and all(isinstance(f, str) for f in v),
                    "a list of strings", [])
     timings = _typed(entry, "timings", where, lambda v: isinstance(v, dict) and all(_number(t) for t in v.values()),
