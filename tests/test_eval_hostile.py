@@ -121,3 +121,25 @@ def test_judge_cache_entries_never_block_or_leave_the_cache(tmp_path: Path) -> N
     with pytest.raises(UserError, match="is a symbolic link; refusing to write the judge cache through it"):
         cache.put("cd" + "1" * 62, "judge", "x")
     assert list(elsewhere.iterdir()) == []
+
+
+def test_ids_from_a_file_reach_the_console_without_control_characters(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A prediction id holding an escape sequence was printed as it is in the 'unknown ids'
+    warning: a hostile file recoloured the terminal, or retitled its window."""
+    _wordnet()
+    pred = _csv(tmp_path / "pred.csv", "pred", range(2), tail=f'"9\x1b[31mRED\x1b]0;pwned\x07",c,{EVI},Refuted,pred\r\n')
+    assert cli_main(["eval", "--pred", str(pred), "--gold", str(_csv(tmp_path / "gold.csv", "gold")),
+                     "--out", str(tmp_path / "out"), "--workers", "1"]) == 0
+    printed = capsys.readouterr()
+    assert "\x1b" not in printed.out + printed.err and "\x07" not in printed.out + printed.err
+    assert "9\\x1b[31mRED\\x1b]0;pwned\\x07" in printed.out
+
+
+def test_a_run_directory_whose_predictions_json_is_a_fifo_is_named(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    os.mkfifo(run / "predictions.json")
+    assert cli_main(["eval", "--pred", str(run), "--gold", str(_csv(tmp_path / "gold.csv", "gold")), "--workers", "1"]) == 2
+    assert "FIFO" in _one_error_line(capsys, str(run / "predictions.json"))

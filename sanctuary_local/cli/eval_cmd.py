@@ -62,6 +62,14 @@ def official_rows(data):  # type: ignore[no-untyped-def]
     return sub, sol
 
 
+def _shown(text: str) -> str:
+    """Console text from the input files (ids, notes): markup escaped, and control characters
+    spelled out (``\\x1b``): a file's id must not recolour or rewrite the terminal."""
+    from sanctuary_local.corpus.names import printable
+
+    return escape(printable(text))
+
+
 def _text(path: Path) -> str:
     """``path`` as ``metrics.json`` can hold it: an undecodable byte of its name as ``\\xNN``."""
     from sanctuary_local.corpus.names import display_name
@@ -151,14 +159,14 @@ def eval_command(
     console = Console()
     console.print(summary_table(report))
     if report.ev2r:
-        console.print(f"[yellow]Ev2R judge: {report.ev2r['judge']}[/] — {report.ev2r['comparability']}")
+        console.print(f"[yellow]Ev2R judge: {_shown(report.ev2r['judge'])}[/] — {_shown(report.ev2r['comparability'])}")
     for label, ids in (("missing predictions (placeholder: no evidence, wrong label)", data.missing), ("predictions for unknown ids (ignored)", data.extra)):
         if ids:
-            console.print(f"[yellow]warning:[/] {len(ids)} {label}: {escape(', '.join(ids[:10]))}{' …' if len(ids) > 10 else ''}")
+            console.print(f"[yellow]warning:[/] {len(ids)} {label}: {_shown(', '.join(ids[:10]))}{' …' if len(ids) > 10 else ''}")
     if data.missing and not claims_range:
         console.print("[yellow]hint:[/] scoring a subset run? pass its --claims-range a:b to score those claims only")
     if data.notes:
-        console.print(f"[yellow]{len(data.notes)} notes[/] (see metrics.json), e.g. {escape(data.notes[0])}")
+        console.print(f"[yellow]{len(data.notes)} notes[/] (see metrics.json), e.g. {_shown(data.notes[0])}")
     console.print(escape(f"wrote {paths['metrics']}, {paths['per_claim']}, {paths['confusion']}"), highlight=False)
     if pair["written"]:
         ids = pair["claim_ids_of_rows"]
@@ -166,7 +174,7 @@ def eval_command(
                              f"--label_file {pair['solution']}; their rows 0…{len(ids) - 1} are claims {ids[0]}…{ids[-1]} "
                              "in id order"), soft_wrap=True, highlight=False)
     elif "ids 0…n-1" not in pair["reason"]:
-        console.print(f"[yellow]official scorer pair not written:[/] {escape(pair['reason'])}")
+        console.print(f"[yellow]official scorer pair not written:[/] {_shown(pair['reason'])}")
 
 
 def register(app: typer.Typer) -> None:

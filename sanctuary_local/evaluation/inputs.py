@@ -13,6 +13,7 @@ scorer does, and is reported; a prediction for an unknown id is ignored and repo
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -135,7 +136,7 @@ def load_predictions(path: str | Path) -> list[EvalExample]:
     """Read PRED: predictions JSON, a run directory containing ``predictions.json``, or a leaderboard CSV."""
     path = Path(path)
     if path.is_dir():
-        if not (path / "predictions.json").is_file():
+        if not os.path.lexists(path / "predictions.json"):  # anything else there: the reader names what it is
             raise UserError(f"{path}: is a directory without predictions.json; pass a run output directory or a predictions file")
         path = path / "predictions.json"
     if not path.exists():
