@@ -153,3 +153,27 @@ def test_an_output_that_is_one_of_the_inputs_is_refused(tmp_path: Path, capsys: 
     before = sub.read_bytes()
     line = _refused(_eval(sub, sol, out, "--claims-range", "1:3"), capsys, str(sub))
     assert "it is the input" in line and sub.read_bytes() == before
+
+
+def test_outputs_of_an_eval_from_before_the_manifest_are_recognised_by_content(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run folder evaluated before eval_manifest.json existed is evaluated again (it holds
+    the same files, without the manifest); a user's own files beside them are still refused."""
+    _wordnet()
+    pred, gold = _inputs(tmp_path, range(1, 4))
+    out = tmp_path / "eval"
+    assert cli_main(_eval(pred, gold, out, "--claims-range", "1:4")) == 0
+    (out / "eval_manifest.json").unlink()  # what an eval of before left
+    assert cli_main(_eval(pred, gold, out, "--claims-range", "1:4")) == 0
+    assert (out / "eval_manifest.json").is_file()
+    (out / "eval_manifest.json").unlink()
+    (out / "per_claim.csv").write_text(MINE, "utf-8")  # not eval's header: the user's
+    _refused(_eval(pred, gold, out, "--claims-range", "1:4"), capsys, str(out / "per_claim.csv"))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "confusion.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"the user's chart")  # a PNG, but no eval metrics.json
+    (mine / "metrics.json").write_text(json.dumps({"inputs": {}, "accuracy": 1}), "utf-8")  # JSON, not eval's
+    _refused(_eval(pred, gold, mine), capsys, str(mine / "metrics.json"))
+    (mine / "metrics.json").unlink()
+    _refused(_eval(pred, gold, mine), capsys, str(mine / "confusion.png"))
+    assert (mine / "confusion.png").read_bytes().endswith(b"the user's chart")

@@ -47,8 +47,6 @@ def _attach_ev2r(report, data, judge: str, cache_dir: Path, max_tokens: int, lim
         claim.ev2r = scores
 
 
-OFFICIAL_SUBMISSION = "official_submission.csv"
-OFFICIAL_SOLUTION = "official_solution.csv"
 
 
 def official_rows(data):  # type: ignore[no-untyped-def]
@@ -81,6 +79,7 @@ def official_pair(data, out: Path) -> tuple[dict, dict[str, bytes]]:  # type: ig
     """The official scorer's pair for a subset (see the module docstring): what is done, for
     ``metrics.json`` (``written`` false, with the reason, when no pair is needed or none can
     be written), and the files to write into ``out``, ``{name: bytes}``."""
+    from sanctuary_local.evaluation.report import OFFICIAL_SOLUTION, OFFICIAL_SUBMISSION
     from sanctuary_local.io.official_pair import needs_pair, scoring_pair_bytes
 
     ids = [g.claim_id for g in data.gold]
@@ -119,7 +118,7 @@ def eval_command(
     For a subset (claim ids other than 0…n-1) also writes official_submission.csv and official_solution.csv into --out: the same claims renumbered 0…n-1, which the official FEVER-8 scorer (it matches rows by position) scores as eval does."""
     from sanctuary_local.evaluation.evaluate import evaluate
     from sanctuary_local.evaluation.inputs import align, load_gold, load_predictions, select_range
-    from sanctuary_local.evaluation.report import CONFUSION, METRICS, PER_CLAIM, output_files, summary_table
+    from sanctuary_local.evaluation.report import CONFUSION, METRICS, PER_CLAIM, earlier_outputs, output_files, summary_table
     from sanctuary_local.io.owned_outputs import OwnedOutputs
 
     if judge_max_tokens <= 0:
@@ -139,7 +138,7 @@ def eval_command(
         data.notes[:0] = [f"{pred}: the official scorer would stop on it: {p}" for p in check_official_rows(pred)]
     # Before minutes of scoring, not after: out writable, no user's file at one of our names.
     check_writable(out, "the eval outputs")
-    outputs, (pair, pair_files) = OwnedOutputs(out, "eval"), official_pair(data, out)
+    outputs, (pair, pair_files) = OwnedOutputs(out, "eval", earlier_outputs), official_pair(data, out)
     for name in (METRICS, PER_CLAIM, CONFUSION, *pair_files):
         check_not_an_input(out / name, (pred / "predictions.json" if pred.is_dir() else pred, gold), "the eval outputs")
     outputs.check((METRICS, PER_CLAIM, CONFUSION, *pair_files))

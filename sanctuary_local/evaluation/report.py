@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 from typing import Any
 
 import orjson
 from rich.markup import escape
 from rich.table import Table
 
+from sanctuary_local.errors import UserError
 from sanctuary_local.evaluation.evaluate import HEADLINE_THRESHOLD, EvalReport
 
 PER_CLAIM_FIELDS = (
@@ -78,6 +80,8 @@ def confusion_png(report: EvalReport, title: str = "") -> bytes:
 
 #: What ``output_files`` returns, by name: the files every ``eval`` writes.
 METRICS, PER_CLAIM, CONFUSION = "metrics.json", "per_claim.csv", "confusion.png"
+#: The official scorer's pair ``eval`` writes for a subset (``cli/eval_cmd.py``).
+OFFICIAL_SUBMISSION, OFFICIAL_SOLUTION = "official_submission.csv", "official_solution.csv"
 
 
 def output_files(report: EvalReport, inputs: dict[str, Any]) -> dict[str, bytes]:
@@ -88,6 +92,45 @@ def output_files(report: EvalReport, inputs: dict[str, Any]) -> dict[str, bytes]
         PER_CLAIM: per_claim_csv(report).encode("utf-8"),
         CONFUSION: confusion_png(report),
     }
+
+
+#: Bytes of an earlier ``metrics.json`` read at most to recognise it.
+METRICS_LIMIT = 64 << 20
+_PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def earlier_outputs(folder: Path) -> set[str]:
+    """The outputs in ``folder`` of an ``eval`` from before ``eval_manifest.json``, by their
+    content: a ``metrics.json`` with eval's sections, then beside it a ``per_claim.csv`` with
+    eval's header, a PNG ``confusion.png``, and the official pair it says it wrote (CSVs with
+    the leaderboard header). None without such a ``metrics.json``."""
+    from sanctuary_local.io.leaderboard import HEADER
+    from sanctuary_local.io.safe_io import open_regular, read_regular
+
+    def head(name: str, n: int) -> bytes:
+        try:
+            with open_regular(folder / name, follow=False) as f:
+                return f.read(n)
+        except (OSError, UserError):
+            return b""
+
+    try:
+        metrics = orjson.loads(read_regular(folder / METRICS, METRICS_LIMIT, follow=False))
+    except (OSError, UserError, orjson.JSONDecodeError):
+        return set()
+    if not (isinstance(metrics, dict) and {"inputs", "labels", "meteor", "n_claims"} <= metrics.keys()
+            and isinstance(metrics["inputs"], dict)):
+        return set()
+    ours = {METRICS}
+    if head(PER_CLAIM, 64).startswith(b"claim_id,gold_label,pred_label,correct,"):
+        ours.add(PER_CLAIM)
+    if head(CONFUSION, len(_PNG)) == _PNG:
+        ours.add(CONFUSION)
+    pair = metrics["inputs"].get("official_pair")
+    if isinstance(pair, dict) and pair.get("written") is True:
+        csv_head = ",".join(HEADER).encode()
+        ours |= {n for n in (OFFICIAL_SUBMISSION, OFFICIAL_SOLUTION) if head(n, len(csv_head)) == csv_head}
+    return ours
 
 
 def summary_table(report: EvalReport) -> Table:

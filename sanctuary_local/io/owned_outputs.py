@@ -9,14 +9,15 @@ line naming it, before anything is written (a FIFO is opened non-blocking, a lin
 followed). Each file is written atomically (temp file + rename: a link planted after the
 check is replaced, not followed). The manifest is written first with the old and the new
 hash of every file and, once all are in place, with the new ones only: a run killed
-half-way leaves every file it wrote recognisable.
+half-way leaves every file it wrote recognisable. A folder without a manifest may hold the
+outputs of a version that wrote none: ``earlier`` recognises them by their content.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,6 +62,9 @@ class OwnedOutputs:
 
     folder: Path
     command: str
+    #: Without a manifest: the names in ``folder`` an earlier version of ``command`` (which
+    #: wrote none) recognisably wrote, by their content.
+    earlier: Callable[[Path], set[str]] | None = None
 
     @property
     def manifest(self) -> Path:
@@ -93,11 +97,14 @@ class OwnedOutputs:
         """A ``UserError`` naming the first of ``names`` in ``folder`` that this command may
         not replace; returns the manifest's records."""
         recorded = self.recorded()
+        earlier = self.earlier(self.folder) if self.earlier is not None and not recorded else set()
         for name in names:
             digest = _sha256(self.folder / name)
             if digest == "":
                 raise self._refuse(name, f"is {_kind(self.folder / name)}, not a file it wrote")
-            if digest is not None and digest not in recorded.get(name, ()):
+            if digest is not None and name in earlier:
+                recorded[name] = [digest]
+            elif digest is not None and digest not in recorded.get(name, ()):
                 raise self._refuse(name, f"was not written by `{self.command}` (or was changed since)")
         return recorded
 
