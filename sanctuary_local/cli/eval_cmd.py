@@ -47,8 +47,6 @@ def _attach_ev2r(report, data, judge: str, cache_dir: Path, max_tokens: int, lim
         claim.ev2r = scores
 
 
-
-
 def official_rows(data):  # type: ignore[no-untyped-def]
     """``data`` (``Aligned``) as leaderboard rows: (submission rows, solution rows)."""
     from sanctuary_local.io.leaderboard import LeaderboardRow
