@@ -3,8 +3,9 @@ write outside ``--out`` (audit of the eval command):
 
 - a PRED or GOLD file name with a byte that is not UTF-8: ``metrics.json`` could not hold
   the name, a ``TypeError`` after all the scoring;
-- a submission CSV the csv module reads but pandas (the official scorer's reader) cannot,
-  e.g. a quote left open at the end: ``pandas.errors.ParserError`` from the official-rows check;
+- a CSV with a quote left open at the end, which the csv module reads as a field running to
+  the end of the file: ``pandas.errors.ParserError`` from the official-rows check on a
+  submission, and a gold CSV's last claim silently left out of the score;
 - the Ev2R judge cache inside ``--out`` as a symbolic link (answers written wherever it
   points) or a FIFO (a traceback when the first answer was stored); an entry of the cache
   that is a symbolic link (an "answer" read from a file outside the cache), or that sits in
@@ -63,15 +64,27 @@ def test_a_file_name_that_is_not_utf8_is_written_escaped(tmp_path: Path) -> None
     assert inputs["pred"].endswith("pred\\xff.csv") and inputs["official_pair"]["solution"].endswith("out\\xfe/official_solution.csv")
 
 
-def test_a_submission_pandas_cannot_read_is_a_note_not_a_crash(tmp_path: Path) -> None:
-    _wordnet()
-    pred = _csv(tmp_path / "pred.csv", "pred", range(2), tail=f'2,Claim 2.,{EVI},Refuted,"pred\r\n')  # quote left open
+def test_a_quote_never_closed_is_one_error_line_not_a_crash_or_a_lost_claim(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The csv module (lenient) read a quote left open at the end as a field running to the
+    end of the file: pandas (the official-rows check) then crashed on the submission, and in
+    a gold CSV the last claim's split became "gold\r\n", so the claim vanished from the score."""
+    from sanctuary_local.io.leaderboard import _pandas_problems
+
+    unclosed = f'2,Claim 2.,{EVI},Refuted,"pred\r\n'
+    pred = _csv(tmp_path / "pred.csv", "pred", range(2), tail=unclosed)
     (problem,) = check_official_rows(pred)
-    assert "pandas (the scorer's reader) cannot read it" in problem and "\n" not in problem
-    out = tmp_path / "out"
-    assert cli_main(["eval", "--pred", str(pred), "--gold", str(_csv(tmp_path / "gold.csv", "gold")), "--out", str(out),
-                     "--workers", "1"]) == 0
-    assert any("cannot read it" in n for n in json.loads((out / "metrics.json").read_bytes())["notes"])
+    assert problem.startswith(f"{pred}:") and "a quote opened in this record is never closed" in problem
+    gold = _csv(tmp_path / "gold.csv", "gold")
+    assert cli_main(["eval", "--pred", str(pred), "--gold", str(gold), "--out", str(tmp_path / "o"), "--workers", "1"]) == 2
+    _one_error_line(capsys, f"{pred}:", "never closed")
+    lost = _csv(tmp_path / "lost.csv", "gold", range(2), tail=unclosed.replace("pred", "gold"))
+    assert cli_main(["eval", "--pred", str(gold), "--gold", str(lost), "--out", str(tmp_path / "o"), "--workers", "1"]) == 2
+    _one_error_line(capsys, f"{lost}:", "never closed")
+    assert not (tmp_path / "o").exists()
+    # and should pandas still stop on a file the csv module reads, that is a problem line too
+    (line,) = _pandas_problems(pred, pred.read_text("utf-8"), 3)
+    assert "pandas (the scorer's reader) cannot read it" in line and "\n" not in line
 
 
 @pytest.mark.parametrize("planted", ["symlink", "fifo"])

@@ -84,10 +84,27 @@ def parse_evi(evi: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def _check_quotes_closed(path: Path, text: str) -> None:
+    """A ``UserError`` naming the line of the record whose quoted field runs to the end of
+    the file: the lenient reader takes the rest of the file as that field, so the rows
+    after it, or the last row's ``split`` (``"gold\r\n"``), vanish without a word. Other
+    complaints of the strict reader are left to the lenient one (it reads ``"a"b``)."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    start = 1
+    try:
+        for _ in reader:
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        if "unexpected end of data" in str(exc):
+            raise UserError(f"{path}:{start}: unreadable CSV: a quote opened in this record is never closed") from None
+
+
 def _csv_rows(path: Path, text: str) -> Iterator[tuple[int, list[str]]]:
     """``(first line, fields)`` of each CSV record; a csv module error (a field past
-    ``CSV_FIELD_LIMIT``…) is a ``UserError`` naming the line its record starts on."""
+    ``CSV_FIELD_LIMIT``, a quote never closed…) is a ``UserError`` naming the line its
+    record starts on."""
     csv.field_size_limit(CSV_FIELD_LIMIT)  # process-wide; idempotent
+    _check_quotes_closed(path, text)
     reader = csv.reader(io.StringIO(text, newline=""))
     while True:
         start = reader.line_num + 1
