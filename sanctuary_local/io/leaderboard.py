@@ -7,8 +7,9 @@ output byte-compatible with the official files.
 
 Reading: a UTF-8 BOM is accepted; fields up to ``CSV_FIELD_LIMIT`` (the csv module's own
 default, 128 KiB, is less than a long claim or answer); an unreadable file, a field past
-the limit (typically an unbalanced quote that swallows the rest of the file) or an id in
-non-ASCII digits is a ``UserError`` naming ``file:line``.
+the limit (typically an unbalanced quote that swallows the rest of the file), a quote
+never closed before the end of the file, or an id in non-ASCII digits is a ``UserError``
+naming ``file:line``.
 """
 
 from __future__ import annotations
