@@ -156,3 +156,13 @@ def test_a_run_directory_whose_predictions_json_is_a_fifo_is_named(tmp_path: Pat
     os.mkfifo(run / "predictions.json")
     assert cli_main(["eval", "--pred", str(run), "--gold", str(_csv(tmp_path / "gold.csv", "gold")), "--workers", "1"]) == 2
     assert "FIFO" in _one_error_line(capsys, str(run / "predictions.json"))
+
+
+@pytest.mark.parametrize("limit", ["0", "-1"])
+def test_a_judge_limit_below_one_is_refused(tmp_path: Path, limit: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """--judge-limit -1 judged every claim but the last (a slice from the end), 0 none."""
+    gold = _csv(tmp_path / "gold.csv", "gold")
+    assert cli_main(["eval", "--pred", str(gold), "--gold", str(gold), "--out", str(tmp_path / "o"),
+                     "--judge-limit", limit]) == 2
+    _one_error_line(capsys, "--judge-limit must be >= 1")
+    assert not (tmp_path / "o").exists()

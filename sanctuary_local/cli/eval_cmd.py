@@ -123,6 +123,8 @@ def eval_command(
         raise UserError("--judge-max-tokens must be > 0")
     if workers is not None and workers < 1:
         raise UserError(f"--workers must be >= 1 (got {workers})")
+    if judge_limit is not None and judge_limit < 1:  # a negative one sliced the claims from the end
+        raise UserError(f"--judge-limit must be >= 1 (got {judge_limit})")
     out = out or (pred if pred.is_dir() else Path("eval"))
     gold_examples, pred_examples = load_gold(gold), load_predictions(pred)
     if claims_range:
