@@ -1,7 +1,6 @@
 """Predictions JSON as ``eval`` and ``convert`` read it: one shared validation.
 
-Audit findings: ``claim_index`` silently won over a ``claim_id`` naming another claim (eval
-and convert scored or renumbered the prediction as the wrong claim); eval's own JSON reader
+Audit findings: eval's own JSON reader
 was looser than convert's: a ``claim_id`` of 1.5 only gave an "unknown id" warning and a
 null claim became the text "None".
 """
@@ -46,12 +45,23 @@ def _both_refuse(path: Path, match: str) -> None:
     assert str(conv.value) == str(ev.value) and "\n" not in str(ev.value)
 
 
-def test_claim_index_and_claim_id_that_disagree_are_an_error(tmp_path: Path) -> None:
-    swapped = _write(tmp_path / "p.json", [_entry(claim_id=0, claim_index=2), _entry(claim_id=1, claim_index=1),
-                                           _entry(claim_id=2, claim_index=0)])
-    _both_refuse(swapped, r"p\.json: entry 0: claim_index 2 and claim_id 0 name different claims")
-    as_text = _write(tmp_path / "t.json", [_entry(claim_id="5", claim_index=4)])
-    _both_refuse(as_text, "entry 0: claim_index 4 and claim_id 5 name different claims")
+def test_a_runs_own_predictions_with_dataset_ids_read_back_by_claim_index(tmp_path: Path) -> None:
+    """A claims file may carry its dataset's ids (500 for its first claim): a run writes
+    claim_index 0 (the position it read) and claim_id 500, and every reader takes the
+    claim_index; a refusal there (tried, then reverted) made report, serve, convert and eval
+    refuse the project's own output."""
+    from sanctuary_local.io.claims import read_claims
+    from sanctuary_local.io.predictions import write_predictions_json
+    from sanctuary_local.records import Prediction
+
+    claims_file = _write(tmp_path / "subset.json", [{"claim_id": 500 + i, "claim": f"Claim {i}.", "label": REFUTED}
+                                                    for i in range(2)])
+    claims = read_claims(claims_file)
+    preds = [Prediction(c.index, c.claim_id, c.text, REFUTED, (), "because") for c in claims]
+    path = write_predictions_json(preds, tmp_path / "predictions.json")
+    assert [(e["claim_index"], e["claim_id"]) for e in json.loads(path.read_text())] == [(0, 500), (1, 501)]
+    assert [p.claim_index for p in read_predictions_json(path)] == [0, 1]
+    assert [e.claim_id for e in load_predictions(path)] == ["0", "1"]
 
 
 def test_claim_index_with_an_agreeing_or_non_index_claim_id_is_read(tmp_path: Path) -> None:
@@ -86,8 +96,7 @@ def test_eval_keeps_its_label_variants_and_missing_labels(tmp_path: Path) -> Non
 
 def test_eval_cli_refuses_in_one_line_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     gold = _gold(tmp_path / "gold.csv")
-    for name, entries in (("swap.json", [_entry(claim_id=0, claim_index=2), _entry(claim_id=2, claim_index=0)]),
-                          ("float.json", [_entry(claim_id=1.5)]), ("null.json", [_entry(claim=None)])):
+    for name, entries in (("float.json", [_entry(claim_id=1.5)]), ("null.json", [_entry(claim=None)])):
         out = tmp_path / f"out_{name}"
         rc = cli_main(["eval", "--pred", str(_write(tmp_path / name, entries)), "--gold", str(gold), "--out", str(out),
                        "--workers", "1"])

@@ -178,19 +178,16 @@ def _number(x: Any) -> bool:
 
 
 def _claim_index(entry: dict[str, Any], claim_id: str, position: int, where: str) -> int:
-    """Our ``claim_index`` when present (a non-negative integer); official files have only
-    ``claim_id``, which is the claim's index in the dataset; else the position. Both
-    present and naming different indices (a hand-edited or merged file) is a ``UserError``:
-    a dataset id that is not an index (``"claim-7"``) may differ."""
+    """Our ``claim_index`` when present (a non-negative integer): the claim's position in
+    the claims file the run read, whatever its ``claim_id`` (a claims file may carry its
+    dataset's ids, ``500`` for its first claim: a run writes ``claim_index`` 0 and
+    ``claim_id`` 500). Official files have only ``claim_id``, which is the claim's index in
+    the dataset; else the position."""
     index = _typed(entry, "claim_index", where, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
                    "a non-negative integer", None)
     if index is None:
         from_id = index_from_id(claim_id, where)
         return position if from_id is None else from_id
-    names_index = claim_id.isascii() and claim_id.isdigit() and len(claim_id) <= MAX_INDEX_DIGITS
-    if names_index and entry.get("claim_id") is not None and int(claim_id) != index:  # which one is right? never guess
-        raise UserError(f"{where}: claim_index {index} and claim_id {claim_id} name different claims; "
-                        "correct one of them (or remove claim_index)")
     return index
 
 
