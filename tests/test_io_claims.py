@@ -67,6 +67,13 @@ def test_test_format_without_labels(tmp_path: Path) -> None:
         (b'[{"claim": "ok", "label": "True"}]', "claim 0: unknown label 'True'"),
         (b'[{"claim": "ok", "questions": [{"answers": []}]}]', "claim 0, question 0"),
         (b'[{"claim": "ok", "questions": [{"question": "q", "answers": [{"x": 1}]}]}]', "question 0, answer 0"),
+        # an answer's other fields are text too: a number there crashed `verdict-model train` later
+        (b'[{"claim": "ok", "questions": [{"question": "q", "answers": [{"answer": "a", "boolean_explanation": 7}]}]}]',
+         "claim 0, question 0, answer 0: field 'boolean_explanation' must be a string or null, got int"),
+        (b'[{"claim": "ok", "questions": [{"question": "q", "answers": [{"answer": "a", "answer_type": ["x"]}]}]}]',
+         "answer 0: field 'answer_type' must be a string or null, got list"),
+        (b'[{"claim": "ok", "questions": [{"question": "q", "answers": [{"answer": "a", "source_url": {}}]}]}]',
+         "answer 0: field 'source_url' must be a string or null, got dict"),
     ],
 )
 def test_bad_claims_files(tmp_path: Path, content: bytes, message: str) -> None:

@@ -160,12 +160,13 @@ def _parse_questions(raw: Any, where: str) -> tuple[GoldQuestion, ...]:
 def _parse_answer(a: Any, where: str) -> GoldAnswer:
     if not isinstance(a, dict) or not isinstance(a.get("answer"), str):
         raise UserError(f"{where}: expected an object with a string 'answer'")
-    return GoldAnswer(
-        answer=a["answer"],
-        answer_type=a.get("answer_type") or "",
-        source_url=a.get("source_url") or "",
-        boolean_explanation=a.get("boolean_explanation") or "",
-    )
+    fields = {}
+    for key in ("answer_type", "source_url", "boolean_explanation"):
+        value = a.get(key)
+        if value is not None and not isinstance(value, str):  # read later as text (e.g. by verdict-model train)
+            raise UserError(f"{where}: field '{key}' must be a string or null, got {type(value).__name__}")
+        fields[key] = value or ""
+    return GoldAnswer(answer=a["answer"], **fields)
 
 
 def claim_to_official(claim: Claim) -> dict[str, Any]:
