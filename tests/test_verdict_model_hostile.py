@@ -52,3 +52,109 @@ def test_an_answer_field_of_the_wrong_type_is_one_line_and_no_model(tmp_path: Pa
     err = _error(capsys, ["verdict-model", "train", str(bad), "--out", str(tmp_path / "m")])
     assert f"{bad}: claim 5, question 0, answer 0: field 'boolean_explanation'" in err
     assert _listing(tmp_path) == before
+
+
+def _train(capsys: pytest.CaptureFixture[str], claims: Path, out: Path, *extra: str) -> str:
+    return _error(capsys, ["verdict-model", "train", str(claims), "--out", str(out), *extra])
+
+
+def test_out_that_would_replace_the_users_files_is_refused(model: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A model directory is replaced whole: never when it holds the training file, a file the
+    user put there, or when --out is a link (it was renamed away, left as litter, and the
+    dangling one crashed)."""
+    import shutil
+
+    claims = _claims(tmp_path / "train.json")
+    holds_input = tmp_path / "m_input"
+    shutil.copytree(model, holds_input)
+    inside = _claims(holds_input / "train.json")
+    assert "holds the input" in _train(capsys, inside, holds_input)
+    assert (holds_input / "train.json").read_bytes() == claims.read_bytes()
+    mine = tmp_path / "m_mine"
+    shutil.copytree(model, mine)
+    (mine / "notes.txt").write_text("my notes")
+    assert "files that are not its model's" in _train(capsys, claims, mine)
+    assert (mine / "notes.txt").read_text() == "my notes"
+    link = tmp_path / "link"
+    link.symlink_to(model)
+    assert "symbolic link" in _train(capsys, claims, link)
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    assert "symbolic link" in _train(capsys, claims, dangling)
+    assert link.is_symlink() and dangling.is_symlink() and not (tmp_path / "nowhere").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "staging or old-model litter"
+
+
+def test_out_inside_a_model_a_shipped_model_or_a_file_is_refused(model: Path, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from sanctuary_local.verdict_model.store import directory_sha256, packaged_dir
+
+    claims = _claims(tmp_path / "train.json")
+    sha = directory_sha256(model)
+    assert "inside the verdict model" in _train(capsys, claims, model / "sub")
+    assert directory_sha256(model) == sha and not (model / "sub").exists()
+    shipped = packaged_dir() / "verdict-tfidf"
+    before = directory_sha256(shipped)
+    assert "shipped in the package" in _train(capsys, claims, shipped)
+    assert directory_sha256(shipped) == before
+    assert "is not a directory" in _train(capsys, claims, claims / "m")
+
+
+def _tamper(model: Path, to: Path, how: str) -> Path:
+    """A copy of ``model`` changed as ``how`` says; "+pin" re-pins the card's files_sha256 to
+    the changed files (a consistent edit that the hash check alone cannot catch)."""
+    import shutil
+
+    from sanctuary_local.verdict_model.store import directory_sha256
+
+    shutil.copytree(model, to)
+    card_path = to / "model_card.json"
+    card = json.loads(card_path.read_text())
+    change, _, pin = how.partition("+")
+    if change == "card_list":
+        card = [card]
+    elif change == "no_pin":
+        del card["files_sha256"]
+        (to / "vocabulary.json").write_text("{}")
+    elif change == "words":
+        card["settings"]["answer_words"] = "abc"
+    elif change == "kind":
+        card["kind"] = "encoder"
+    elif change == "vocab":
+        (to / "vocabulary.json").write_text("{bad")
+    elif change.startswith("rule"):
+        rule = {"rule_text": {"offsets": "x"}, "rule_list": [1, 2], "rule_short": {"offsets": [1, 2]},
+                "rule_other": {"offsets": [0, 0, 1, 1], "model_sha256": "0" * 64}}[change]
+        (to / "decision_rule.json").write_text(json.dumps(rule))
+    if pin:
+        card["files_sha256"] = directory_sha256(to)
+    card_path.write_text(json.dumps(card))
+    return to
+
+
+TAMPERED = {"card_list": "not a model card", "no_pin": "pins no files_sha256",
+            "words": "settings.answer_words", "kind+pin": "cannot be loaded", "vocab+pin": "cannot be loaded",
+            "rule_text": "decision_rule.json", "rule_list": "decision_rule.json", "rule_short": "decision_rule.json",
+            "rule_other": "fitted for another model"}
+
+
+@pytest.mark.parametrize("how", list(TAMPERED))
+def test_a_tampered_model_is_one_line_in_eval(model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              how: str) -> None:
+    bad = _tamper(model, tmp_path / "bad", how)
+    claims = _claims(tmp_path / "dev.json", copies=1)
+    err = _error(capsys, ["verdict-model", "eval", "--claims", str(claims), "--model", str(bad)])
+    assert str(bad) in err and TAMPERED[how] in err, err
+
+
+@pytest.mark.parametrize("how", ["card_list", "no_pin", "words"])
+def test_a_tampered_model_is_one_line_before_a_run_starts(model: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str], how: str) -> None:
+    bad = _tamper(model, tmp_path / "bad", how)
+    err = _error(capsys, ["run", "--claims", str(REPO / "examples" / "claims.json"), "--store",
+                          str(REPO / "examples" / "store"), "--out", str(tmp_path / "run"), "--profile",
+                          str(REPO / "tests" / "data" / "tiny_cpu_trained.toml"),
+                          "--set", f"verdict.trained_model={bad}"])
+    assert "cannot start the run" in err and TAMPERED[how] in err, err
+    assert not (tmp_path / "run").exists()

@@ -148,7 +148,7 @@ def evaluate(
         raise UserError(f"{claims}: --indices {a}:{b} is outside its {len(all_claims)} claims")
     xs = labelled(all_claims[a:b], f"{claims} [{a}:{b}]")
     m = load_model(model)
-    fitted = read_rule(m.directory) if rule else None
+    fitted = read_rule(m.directory, m.sha256) if rule else None
     result = do_eval(m, xs, fitted["offsets"] if fitted else None)
     result.update({"model_name": model, "model_sha256": m.sha256, "claims": str(claims), "indices": f"{a}:{b}"})
     console.print(_metrics_table(escape(f"{claims.name} [{a}:{b}], gold evidence, {model}"), result))

@@ -192,17 +192,15 @@ def llm_stages(cfg: Config) -> list[tuple[str, Any]]:
 
 def check_trained(name: str) -> Check:
     """Stage 3's trained verdict model: present, its card readable, its files' hash the card's."""
-    from sanctuary_local.verdict_model.store import directory_sha256, read_card, resolve
+    from sanctuary_local.verdict_model.store import verify
 
     item = "verdict model (stage 3)"
     try:
-        directory = resolve(name)
-        card = read_card(directory)
+        _, card, sha = verify(name)
     except UserError as exc:
-        return Check(item, FAIL, str(exc), "sanctuary-local verdict-model train … (docs/verdicts.md)")
-    if card.get("files_sha256") and card["files_sha256"] != directory_sha256(directory):
-        return Check(item, FAIL, f"{name}: files differ from the card's sha256", "reinstall the package")
-    return Check(item, OK, f"{name} ({card['kind']}, sha256 {str(card.get('files_sha256'))[:12]}… ok)")
+        fix = "reinstall the package" if name.startswith("packaged:") else "sanctuary-local verdict-model train … (docs/verdicts.md)"
+        return Check(item, FAIL, str(exc), fix)
+    return Check(item, OK, f"{name} ({card['kind']}, sha256 {sha[:12]}… ok)")
 
 
 # ------------------------------------------------------------- packages and engines

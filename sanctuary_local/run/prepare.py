@@ -92,13 +92,12 @@ def _trained_problems(cfg: Config) -> list[str]:
     """The trained verdict model must be there, with a readable card and intact files."""
     if cfg.verdict.mode != "trained":
         return []
-    from sanctuary_local.verdict_model.store import directory_sha256, read_card, resolve
+    from sanctuary_local.verdict_model.store import read_rule, verify
 
     try:
-        directory = resolve(cfg.verdict.trained_model)
-        card = read_card(directory)
-        if card.get("files_sha256") and card["files_sha256"] != directory_sha256(directory):
-            return [f"verdict.trained_model: the files in {directory} do not match its card's files_sha256 (damaged or changed)"]
+        directory, _, sha = verify(cfg.verdict.trained_model)
+        if cfg.verdict.trained_rule:
+            read_rule(directory, sha)
     except UserError as exc:
         return [f"verdict.trained_model: {exc}"]
     return []

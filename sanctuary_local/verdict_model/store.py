@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from sanctuary_local.errors import MissingModel, UserError
+from sanctuary_local.records import LABELS
 from sanctuary_local.verdict_model.base import VerdictModel
 
 CARD = "model_card.json"
@@ -57,45 +60,89 @@ def directory_sha256(directory: Path) -> str:
     return h.hexdigest()
 
 
+#: The card's settings that loading reads: (type, least value, default).
+_LOAD_SETTINGS = {"answer_words": (int, 1, 48), "max_length": (int, 1, 256), "answer_focus": (bool, None, False)}
+
+
 def read_card(directory: Path) -> dict[str, Any]:
+    """The model card, checked to be an object with a known kind, a ``files_sha256`` pin and
+    the settings loading reads (``_LOAD_SETTINGS``) of the right types."""
+    path = directory / CARD
     try:
-        card = json.loads((directory / CARD).read_text(encoding="utf-8"))
+        card = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise UserError(f"{directory / CARD}: unreadable model card: {exc}") from None
+        raise UserError(f"{path}: unreadable model card: {exc}") from None
+    if not isinstance(card, dict):
+        raise UserError(f"{path}: not a model card (a JSON object), got {type(card).__name__}")
     if card.get("kind") not in KINDS:
-        raise UserError(f"{directory / CARD}: unknown model kind {card.get('kind')!r}; valid kinds: {', '.join(KINDS)}")
+        raise UserError(f"{path}: unknown model kind {card.get('kind')!r}; valid kinds: {', '.join(KINDS)}")
+    pin = card.get("files_sha256")
+    if not (isinstance(pin, str) and len(pin) == 64 and all(ch in "0123456789abcdef" for ch in pin)):
+        raise UserError(f"{path}: the card pins no files_sha256 (the SHA-256 of the model's files), "
+                        "so the files cannot be checked; retrain the model with `verdict-model train`")
+    settings = card.setdefault("settings", {})
+    if not isinstance(settings, dict):
+        raise UserError(f"{path}: 'settings' must be an object, got {type(settings).__name__}")
+    for key, (kind, least, default) in _LOAD_SETTINGS.items():
+        value = settings.setdefault(key, default)
+        if type(value) is not kind or (least is not None and value < least):
+            raise UserError(f"{path}: settings.{key} must be {'an integer >= 1' if kind is int else 'true or false'}, "
+                            f"got {value!r}")
     return card
+
+
+def verify(name: str) -> tuple[Path, dict[str, Any], str]:
+    """The directory, card and files' SHA-256 of the model ``name``; a one-line error if it is
+    absent, its card is bad, or its files are not the ones the card pins."""
+    directory = resolve(name)
+    card = read_card(directory)
+    sha = directory_sha256(directory)
+    if card["files_sha256"] != sha:
+        raise MissingModel(f"verdict model '{name}': its files hash to {sha[:16]}…, the card pins "
+                           f"{card['files_sha256'][:16]}…; the model in {directory} is damaged or was changed")
+    return directory, card, sha
 
 
 def load_model(name: str, threads: int = 2) -> VerdictModel:
     """Load a verdict model by name (``packaged:NAME`` or a directory), its hash checked
     against the card's ``files_sha256``."""
-    directory = resolve(name)
-    card = read_card(directory)
-    sha = directory_sha256(directory)
-    if card.get("files_sha256") and card["files_sha256"] != sha:
-        raise MissingModel(f"verdict model '{name}': its files hash to {sha[:16]}…, the card pins "
-                           f"{card['files_sha256'][:16]}…; the model in {directory} is damaged or was changed")
-    settings = card.get("settings", {})
-    words, focus = int(settings.get("answer_words", 48)), bool(settings.get("answer_focus", False))
-    if card["kind"] == "tfidf":
-        from sanctuary_local.verdict_model.tfidf import TfidfModel
+    directory, card, sha = verify(name)
+    settings = card["settings"]
+    words, focus = settings["answer_words"], settings["answer_focus"]
+    try:
+        if card["kind"] == "tfidf":
+            from sanctuary_local.verdict_model.tfidf import TfidfModel
 
-        return TfidfModel(directory, sha, words, focus)
-    from sanctuary_local.verdict_model.encoder import EncoderModel
+            return TfidfModel(directory, sha, words, focus)
+        from sanctuary_local.verdict_model.encoder import EncoderModel
 
-    return EncoderModel(directory, sha, words, int(settings.get("max_length", 256)), threads, focus)
+        return EncoderModel(directory, sha, words, settings["max_length"], threads, focus)
+    except Exception as exc:  # noqa: BLE001 - files that match the pin yet do not load: a card edited to fit them
+        raise UserError(f"verdict model '{name}': its files in {directory} cannot be loaded as a {card['kind']} "
+                        f"model ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
 
 
-def read_rule(directory: Path) -> dict[str, Any] | None:
-    """The decision rule fitted for this model (``verdict-model fit-rule``), if any."""
+def read_rule(directory: Path, model_sha256: str | None = None) -> dict[str, Any] | None:
+    """The decision rule fitted for this model (``verdict-model fit-rule``), if any: an object
+    with one finite offset per label, fitted for the model whose files hash to ``model_sha256``
+    (when the rule records one)."""
     path = directory / RULE
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
+        rule = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
         raise UserError(f"{path}: unreadable decision rule: {exc}") from None
+    offsets = rule.get("offsets") if isinstance(rule, dict) else None
+    if not (isinstance(offsets, list) and len(offsets) == len(LABELS)
+            and all(type(v) in (int, float) and math.isfinite(v) for v in offsets)):
+        raise UserError(f"{path}: not a decision rule: it needs 'offsets', {len(LABELS)} finite numbers "
+                        f"({', '.join(LABELS)}); refit it with `verdict-model fit-rule`")
+    fitted = rule.get("model_sha256")
+    if model_sha256 is not None and fitted is not None and fitted != model_sha256:
+        raise UserError(f"{path}: the rule was fitted for another model (files {str(fitted)[:16]}…, these hash to "
+                        f"{model_sha256[:16]}…); refit it with `verdict-model fit-rule`")
+    return rule
 
 
 def _fsync_tree(directory: Path) -> None:
@@ -107,10 +154,34 @@ def _fsync_tree(directory: Path) -> None:
             os.close(fd)
 
 
-def check_out_dir(out: Path) -> None:
-    """``--out`` must be absent, empty, or a model directory (it is then replaced whole)."""
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / CARD).is_file())):
+def check_out_dir(out: Path, inputs: Sequence[Path] = ()) -> None:
+    """``--out`` must be absent, empty, or a model directory holding its model's files alone
+    (it is then replaced whole); never a link, a shipped model, a path inside a model (its
+    files' hash would change), or a directory holding one of ``inputs``."""
+    from sanctuary_local.io.files import check_writable
+
+    if out.is_symlink():
+        raise UserError(f"{out}: is a symbolic link; give the directory itself or a new path as --out")
+    check_writable(out, "the model")
+    real, shipped = out.resolve(), packaged_dir().resolve()
+    if real == shipped or shipped in real.parents:
+        raise UserError(f"{out}: is a model shipped in the package; choose a new --out")
+    if within := next((p for p in real.parents if (p / CARD).is_file()), None):
+        raise UserError(f"{out}: is inside the verdict model {within}; choose a new --out")
+    for given in inputs:
+        if real == Path(given).resolve() or real in Path(given).resolve().parents:
+            raise UserError(f"{out}: holds the input {given}, which replacing it would delete; choose a new --out")
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    if not out.is_dir() or not (out / CARD).is_file():
         raise UserError(f"{out}: exists and is not a verdict model directory; choose a new --out")
+    try:
+        pinned = read_card(out).get("files_sha256")
+    except UserError:
+        pinned = None
+    if pinned != directory_sha256(out):
+        raise UserError(f"{out}: holds files that are not its model's (or changed ones), which replacing it "
+                        "would delete; move them or choose a new --out")
 
 
 def staging_dir(out: Path) -> Path:

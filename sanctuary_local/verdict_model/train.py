@@ -143,7 +143,7 @@ def train(train_path: Path, out: Path, settings: TrainSettings, evals: Sequence[
         if not 0 <= e.start < e.stop <= len(claims):
             raise UserError(f"{e.path}: eval range {e.start}:{e.stop} is outside its {len(claims)} claims")
         eval_sets.append((e, labelled(claims[e.start:e.stop], f"{e.path} [{e.start}:{e.stop}]")))
-    check_out_dir(out)
+    check_out_dir(out, [train_path, *evidence, *(e.path for e in evals)])
     tmp = staging_dir(out)
     t0 = time.perf_counter()
     try:

@@ -48,7 +48,7 @@ def load_trained(name: str, use_rule: bool = True, threads: int = 2) -> TrainedV
     from sanctuary_local.verdict_model.store import load_model, read_rule
 
     model = load_model(name, threads)
-    rule = read_rule(model.directory) if use_rule else None
+    rule = read_rule(model.directory, model.sha256) if use_rule else None
     return TrainedVerdict(model, tuple(rule["offsets"]) if rule else None, name)
 
 
