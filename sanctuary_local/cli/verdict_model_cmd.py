@@ -28,6 +28,27 @@ def _range(spec: str) -> tuple[int, int]:
     return r.start, r.stop
 
 
+def _check_output(out: Path, inputs: tuple[Path | str | None, ...], what: str) -> None:
+    """One line naming ``out``, before any work, when it is an input (or inside one), not a
+    regular file where one exists, or cannot be made (a parent that is a file)."""
+    from sanctuary_local.io.files import check_not_an_input, check_writable
+
+    check_not_an_input(out, inputs, what)
+    check_writable(out, what, is_file=True)
+    if out.exists() and not out.is_file():
+        raise UserError(f"{out}: cannot write {what}: not a regular file")
+
+
+def _model_dir(name: str) -> Path | None:
+    """The directory of model ``name`` when there is one (its card is checked on loading)."""
+    from sanctuary_local.verdict_model.store import resolve
+
+    try:
+        return resolve(name)
+    except UserError:
+        return None
+
+
 def _metrics_table(title: str, result: dict) -> Table:
     t = Table(title=title)
     for col in ("row", "accuracy", "macro-F1", "F1 Supported", "F1 Refuted", "F1 NEE", "F1 Conflicting"):
@@ -139,9 +160,7 @@ def evaluate(
     from sanctuary_local.verdict_model.store import load_model, read_rule, write_json
 
     if json_out is not None:
-        from sanctuary_local.io.files import check_not_an_input
-
-        check_not_an_input(json_out, (claims, None if model.startswith("packaged:") else model), "the metrics")
+        _check_output(json_out, (claims, _model_dir(model)), "the metrics")
     all_claims = read_claims(claims)
     a, b = _range(indices) if indices else (0, len(all_claims))
     if b > len(all_claims):
@@ -169,8 +188,16 @@ def fit_rule(
     from sanctuary_local.verdict_model.decision import fit_offsets
     from sanctuary_local.verdict_model.evaluate import evaluate as do_eval
     from sanctuary_local.verdict_model.evaluate import labelled
-    from sanctuary_local.verdict_model.store import RULE, load_model, write_json
+    from sanctuary_local.verdict_model.store import RULE, load_model, packaged_dir, write_json
 
+    shipped = packaged_dir().resolve()
+    if str(model_dir).startswith("packaged:") or shipped in model_dir.resolve().parents:
+        raise UserError(f"{model_dir}: is a model shipped in the package; fit-rule writes into the model "
+                        "directory, so copy it first (cp -r) and fit the copy")
+    _check_output(model_dir / RULE, (claims, evidence), "the decision rule")
+    if evidence is not None and not evidence.is_file():
+        what = "is a directory, not an evidence file" if evidence.is_dir() else "no such evidence file"
+        raise UserError(f"{evidence}: {what} (build one with 'verdict-model evidence')")
     a, b = _range(indices)
     if b > (n := len(read_claims(claims))):  # a slice past the end fitted on fewer claims, or none, without a word
         raise UserError(f"{claims}: --indices {a}:{b} is outside its {n} claims")
@@ -219,6 +246,7 @@ def evidence(
     from sanctuary_local.verdict_model.evidence import build
     from sanctuary_local.verdict_model.train import read_training_claims
 
+    _check_output(out, (claims, store), "the evidence")
     all_claims, _ = read_training_claims(claims)
     if indices:
         a, b = _range(indices)

@@ -52,11 +52,18 @@ def sample_order(claims: Sequence[Claim], limit: int | None, seed: int) -> list[
 
 def read_evidence(path: Path) -> dict[int, ClaimEvidence]:
     """``{claim index: its retrieved evidence}`` of an evidence file; a torn last line
-    (an interrupted build) is dropped, a bad line elsewhere is an error naming it."""
+    (an interrupted build) after a good one is dropped, a bad line elsewhere is an error naming
+    it (so a file that is not evidence, e.g. a one-line claims file, is never cut as torn).
+    A FIFO or a device is refused, never read."""
+    from sanctuary_local.io.safe_io import read_regular
+
     out: dict[int, ClaimEvidence] = {}
     if not path.exists():
         return out
-    lines = path.read_bytes().split(b"\n")
+    try:
+        lines = read_regular(path, what="evidence file").split(b"\n")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the evidence file: {exc.strerror or exc}") from None
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -64,7 +71,7 @@ def read_evidence(path: Path) -> dict[int, ClaimEvidence]:
             row = orjson.loads(line)
             out[int(row["claim_index"])] = ClaimEvidence.from_dict(row["evidence"])
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-            if n >= len(lines) - 1:  # the last line, torn by an interrupted build
+            if n >= len(lines) - 1 and out:  # the last line, torn by an interrupted build
                 continue
             raise UserError(f"{path}:{n}: not an evidence line ({type(e).__name__}: {e})") from None
     return out
@@ -164,7 +171,9 @@ def build(claims: Sequence[Claim], store: Path, out: Path, *, profile: str = "cp
         progress(len(done), total)
     out.parent.mkdir(parents=True, exist_ok=True)
     _drop_torn_tail(out)
-    with open(out, "ab") as fh:
+    from sanctuary_local.io.safe_io import open_append
+
+    with os.fdopen(open_append(out), "ab") as fh:  # a symlink or a FIFO at out: one line, never followed
         def write(ev: ClaimEvidence) -> None:
             fh.write(orjson.dumps({"claim_index": ev.claim_index, "evidence": ev.to_dict()}) + b"\n")
             fh.flush()

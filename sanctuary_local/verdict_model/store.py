@@ -211,5 +211,11 @@ def publish(tmp: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+def write_json(path: Path, data: dict[str, Any], what: str = "JSON") -> None:
+    """Write ``data`` to ``path`` whole or not at all (``atomic_write_bytes``); a path that
+    cannot be written is one error line naming it."""
+    from sanctuary_local.io.files import writing
+    from sanctuary_local.io.safe_io import atomic_write_bytes
+
+    with writing(path, what):
+        atomic_write_bytes(path, (json.dumps(data, indent=1, ensure_ascii=False) + "\n").encode())

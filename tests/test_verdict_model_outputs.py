@@ -1,0 +1,128 @@
+"""What `verdict-model evidence | fit-rule | eval` write: never over an input (the claims file,
+the knowledge store, a shipped model), never blocking on a FIFO, and one error line naming the
+path, before any work, for a path that cannot be written. Real TF-IDF models and the real stage 2
+over examples/store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sanctuary_local.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+STORE = REPO / "examples" / "store"
+WORDS = ["reportedly", "officially", "in 2020", "according to posts", "experts say", "again"]
+
+
+def _claims(path: Path, copies: int = 6) -> Path:
+    """Example claims made ``copies`` times over, on one line (as json.dump writes them)."""
+    base = json.loads((REPO / "examples" / "claims.json").read_text())
+    path.write_text(json.dumps([dict(e, claim=f"{e['claim']} ({WORDS[k]})") for k in range(copies) for e in base]))
+    return path
+
+
+def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "Traceback" not in err and err.startswith("error: "), err
+    return " ".join(err.split())
+
+
+def _tree(d: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(d.rglob("*")):
+        h.update(p.relative_to(d).as_posix().encode() + (p.read_bytes() if p.is_file() else b"/"))
+    return h.hexdigest()
+
+
+def _cli(argv: list[str], timeout: int = 120) -> subprocess.CompletedProcess[str]:
+    """The command in its own process: a FIFO opened the plain way blocks it for ever."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "sanctuary_local.cli", *argv], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("outputs")
+    assert main(["verdict-model", "train", str(_claims(d / "train.json")), "--out", str(d / "model")]) in (0, None)
+    return d / "model"
+
+
+def test_evidence_out_that_is_an_input_is_refused_and_left_alone(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """--out the claims file itself erased it (its one line read as a torn evidence line, cut
+    away, then evidence appended); --out inside the store wrote into the store."""
+    claims = _claims(tmp_path / "train.json")
+    before, store_before = claims.read_bytes(), _tree(STORE)
+    ev = ["verdict-model", "evidence", str(claims), "--store", str(STORE)]
+    assert "is the input" in _error(capsys, [*ev, "--out", str(claims)])
+    assert claims.read_bytes() == before
+    assert "is inside the input" in _error(capsys, [*ev, "--out", str(STORE / "ev.jsonl")])
+    assert _tree(STORE) == store_before
+    other = _claims(tmp_path / "other.json", copies=1)  # any one-line file that is not evidence
+    kept = other.read_bytes()
+    assert f"{other}:1: not an evidence line" in _error(capsys, [*ev, "--out", str(other)])
+    assert other.read_bytes() == kept
+    (tmp_path / "adir").mkdir()
+    assert "adir" in _error(capsys, [*ev, "--out", str(tmp_path / "adir")])
+    assert "is not a directory" in _error(capsys, [*ev, "--out", str(claims / "ev.jsonl")])
+
+
+def test_a_fifo_is_refused_not_waited_on(model: Path, tmp_path: Path) -> None:
+    claims = _claims(tmp_path / "train.json")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for argv in (["verdict-model", "evidence", str(claims), "--store", str(STORE), "--out", str(fifo)],
+                 ["verdict-model", "fit-rule", str(model), "--claims", str(claims), "--indices", "0:8",
+                  "--evidence", str(fifo)],
+                 ["verdict-model", "eval", "--claims", str(claims), "--model", str(model), "--json", str(fifo)]):
+        r = _cli(argv)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and str(fifo) in r.stderr, (argv, r.stderr)
+
+
+def test_fit_rule_never_writes_into_a_shipped_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sanctuary_local.verdict_model.store import packaged_dir
+
+    claims = _claims(tmp_path / "dev.json", copies=2)
+    shipped = packaged_dir() / "verdict-tfidf"
+    before = _tree(shipped)
+    for name in ("packaged:verdict-tfidf", str(shipped)):
+        err = _error(capsys, ["verdict-model", "fit-rule", name, "--claims", str(claims), "--indices", "0:8"])
+        assert "shipped" in err, err
+    assert _tree(shipped) == before
+
+
+def test_fit_rule_bad_evidence_and_rule_paths_are_one_line(model: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    claims = _claims(tmp_path / "dev.json", copies=2)
+    fit = ["verdict-model", "fit-rule", str(model), "--claims", str(claims), "--indices", "0:8"]
+    assert "no such evidence file" in _error(capsys, [*fit, "--evidence", str(tmp_path / "nope.jsonl")])
+    assert "is a directory" in _error(capsys, [*fit, "--evidence", str(tmp_path)])
+    (model / "decision_rule.json").mkdir()
+    try:
+        assert "decision_rule.json" in _error(capsys, fit)
+    finally:
+        (model / "decision_rule.json").rmdir()
+
+
+def test_eval_json_is_checked_before_the_work(model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sanctuary_local.verdict_model.store import packaged_dir
+
+    claims = _claims(tmp_path / "dev.json", copies=1)
+    ev = ["verdict-model", "eval", "--claims", str(claims)]
+    assert "is a directory" in _error(capsys, [*ev, "--model", str(model), "--json", str(tmp_path)])
+    shipped = packaged_dir() / "verdict-tfidf"
+    before = _tree(shipped)
+    err = _error(capsys, [*ev, "--model", "packaged:verdict-tfidf", "--json", str(shipped / "metrics.json")])
+    assert "is inside the input" in err and _tree(shipped) == before
+    assert main([*ev, "--model", str(model), "--json", str(tmp_path / "new" / "m.json")]) in (0, None)
+    assert json.loads((tmp_path / "new" / "m.json").read_text())["model"]["n"] == 4
