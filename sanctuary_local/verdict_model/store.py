@@ -165,7 +165,7 @@ def check_out_dir(out: Path, inputs: Sequence[Path] = ()) -> None:
     check_writable(out, "the model")
     real, shipped = out.resolve(), packaged_dir().resolve()
     if real == shipped or shipped in real.parents:
-        raise UserError(f"{out}: is a model shipped in the package; choose a new --out")
+        raise UserError(f"{out}: is a model shipped in the package; train into a new --out (and copy it in to ship it)")
     if within := next((p for p in real.parents if (p / CARD).is_file()), None):
         raise UserError(f"{out}: is inside the verdict model {within}; choose a new --out")
     for given in inputs:
