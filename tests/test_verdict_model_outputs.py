@@ -87,6 +87,8 @@ def test_a_fifo_is_refused_not_waited_on(model: Path, tmp_path: Path) -> None:
                  ["verdict-model", "eval", "--claims", str(claims), "--model", str(model), "--json", str(fifo)]):
         r = _cli(argv)
         assert r.returncode == 2 and "Traceback" not in r.stderr and str(fifo) in r.stderr, (argv, r.stderr)
+    r = _cli(["verdict-model", "train", str(claims), "--out", str(tmp_path / "m"), "--evidence", str(fifo)])
+    assert "is a FIFO (named pipe), not an evidence file" in " ".join(r.stderr.split()), r.stderr  # not "no such file"
 
 
 def test_fit_rule_never_writes_into_a_shipped_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

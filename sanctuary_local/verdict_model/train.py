@@ -99,6 +99,10 @@ def evidence_inputs(claims: Sequence[Claim], claims_path: Path, evidence: Path) 
         hypothetical = any(q.query.answers for ev in found.values() for q in ev.queries)
         kind = ("gold questions with the claim as their hypothetical answer (verdict_hyde_evidence.py build)"
                 if hypothetical else "verdict-model evidence (gold questions)")
+    elif evidence.exists():
+        from sanctuary_local.io.safe_io import file_kind
+
+        raise UserError(f"{evidence}: is {file_kind(evidence.stat().st_mode)}, not an evidence file or a run directory")
     else:
         raise UserError(f"{evidence}: no such evidence file or run directory (build one with 'verdict-model evidence')")
     xs = inputs_from_evidence(claims, found)
