@@ -128,3 +128,23 @@ def test_eval_json_is_checked_before_the_work(model: Path, tmp_path: Path, capsy
     assert "is inside the input" in err and _tree(shipped) == before
     assert main([*ev, "--model", str(model), "--json", str(tmp_path / "new" / "m.json")]) in (0, None)
     assert json.loads((tmp_path / "new" / "m.json").read_text())["model"]["n"] == 4
+
+
+def test_an_open_ended_range_runs_to_the_last_claim(model: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """'--indices 2:' (either bound may be left out, as --claims-range) said "0:9223372036854775807
+    is outside its 8 claims"; it now means claims 2 to the end, and one past the end is one line."""
+    claims = _claims(tmp_path / "dev.json", copies=2)
+    out = tmp_path / "m.json"
+    assert main(["verdict-model", "eval", "--claims", str(claims), "--model", str(model), "--indices", "2:",
+                 "--json", str(out)]) in (0, None)
+    got = json.loads(out.read_text())
+    assert got["indices"] == "2:8" and got["model"]["n"] == 6
+    err = _error(capsys, ["verdict-model", "eval", "--claims", str(claims), "--model", str(model), "--indices", "8:"])
+    assert f"{claims}: --indices 8: is outside its 8 claims" in err, err
+    assert main(["verdict-model", "fit-rule", str(model), "--claims", str(claims), "--indices", "4:"]) in (0, None)
+    assert json.loads((model / "decision_rule.json").read_text())["fitted_on"] == "dev.json[4:8]"
+    (model / "decision_rule.json").unlink()
+    assert main(["verdict-model", "train", str(claims), "--out", str(tmp_path / "m2"), "--eval-claims", str(claims),
+                 "--eval-indices", "4:"]) in (0, None)
+    assert json.loads((tmp_path / "m2" / "model_card.json").read_text())["eval"]["dev.json[4:8]"]["model"]["n"] == 4

@@ -23,14 +23,21 @@ def _terminated(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)  # 143, the shell's code for "ended by SIGTERM"
 
 
-def _range(spec: str) -> tuple[int, int]:
+def _range(spec: str, n: int | None = None, path: Path | None = None, flag: str = "--indices") -> tuple[int, int]:
+    """Claims ``a:b`` (either bound may be left out, as ``--claims-range``); with ``n``, the
+    number of claims in ``path``, an open end is ``n`` and a range past it is one line."""
     try:
         r = parse_claims_range(spec)
     except UserError:
         r = range(0)
     if r.step != 1 or r.start < 0 or r.stop <= r.start:
-        raise UserError(f"--indices must look like a:b with 0 <= a < b (got '{spec}')")
-    return r.start, r.stop
+        raise UserError(f"{flag} must look like a:b with 0 <= a < b (got '{spec}')")
+    if n is None:
+        return r.start, r.stop
+    stop = n if not spec.split(":")[-1].strip() else r.stop
+    if stop > n or r.start >= stop:
+        raise UserError(f"{path}: {flag} {spec.strip()} is outside its {n} claims")
+    return r.start, stop
 
 
 def _check_output(out: Path, inputs: tuple[Path | str | None, ...], what: str) -> None:
@@ -71,7 +78,7 @@ def train(
     train_json: Path = typer.Argument(..., help="Labelled AVeriTeC claims with gold questions and answers (train.json)."),
     eval_claims: Path = typer.Option(None, "--eval-claims", help="Claims file to score after training (gold evidence).",
                                      rich_help_panel="Inputs"),
-    eval_indices: list[str] = typer.Option([], "--eval-indices", help="Range a:b of --eval-claims (repeatable).",
+    eval_indices: list[str] = typer.Option([], "--eval-indices", help="Range a:b of --eval-claims, either bound optional (repeatable).",
                                            rich_help_panel="Inputs"),
     out: Path = typer.Option(..., "--out", help="Model directory to write: absent, empty, or a model to replace (one holding "
                              "its model's files alone; never the package's).",
@@ -119,11 +126,12 @@ def train(
         from sanctuary_local.verdict_model.encoder import training_device
 
         training_device(device)  # an unknown name or no CUDA device: one line now, before any file is read
-    evals = [EvalRange(eval_claims, *_range(s)) for s in eval_indices]
-    if eval_claims is not None and not eval_indices:
+    evals = []
+    if eval_claims is not None:
         from sanctuary_local.io.claims import read_claims
 
-        evals = [EvalRange(eval_claims, 0, len(read_claims(eval_claims)))]
+        n = len(read_claims(eval_claims))
+        evals = [EvalRange(eval_claims, *_range(s, n, eval_claims, "--eval-indices")) for s in eval_indices or ["0:"]]
     settings = TrainSettings(base=base, epochs=epochs, seed=seed, max_length=max_length, learning_rate=learning_rate,
                              class_weight=class_weight, threads=threads, c=c, answer_words=answer_words,
                              answer_focus=answer_focus, device=device)
@@ -153,7 +161,7 @@ def train(
 def evaluate(
     claims: Path = typer.Option(..., "--claims", help="Labelled AVeriTeC claims (their gold evidence is read).",
                                 rich_help_panel="Inputs"),
-    indices: str = typer.Option(None, "--indices", help="Claims a:b (default: all).", rich_help_panel="Inputs"),
+    indices: str = typer.Option(None, "--indices", help="Claims a:b, either bound optional (default: all).", rich_help_panel="Inputs"),
     json_out: Path = typer.Option(None, "--json", help="Also write the metrics as JSON here.", rich_help_panel="Outputs"),
 
     model: str = typer.Option(DEFAULT_MODEL, "--model", help="A model directory or packaged:NAME.",
@@ -170,9 +178,7 @@ def evaluate(
     if json_out is not None:
         _check_output(json_out, (claims, _model_dir(model)), "the metrics")
     all_claims = read_claims(claims)
-    a, b = _range(indices) if indices else (0, len(all_claims))
-    if b > len(all_claims):
-        raise UserError(f"{claims}: --indices {a}:{b} is outside its {len(all_claims)} claims")
+    a, b = _range(indices or "0:", len(all_claims), claims)
     xs = labelled(all_claims[a:b], f"{claims} [{a}:{b}]")
     m = load_model(model)
     fitted = read_rule(m.directory, m.sha256) if rule else None
@@ -187,7 +193,7 @@ def fit_rule(
     model_dir: Path = typer.Argument(..., help="The model directory to fit the rule for (written into it; "
                                 "a shipped model: fit a copy)."),
     claims: Path = typer.Option(..., "--claims", help="Labelled claims of the fit range.", rich_help_panel="Inputs"),
-    indices: str = typer.Option(..., "--indices", help="The fit range a:b (dev 100:150 by the project's rules).",
+    indices: str = typer.Option(..., "--indices", help="The fit range a:b, either bound optional (dev 100:150 by the project's rules).",
                                 rich_help_panel="Inputs"),
     evidence: Path = typer.Option(None, "--evidence", help="Fit on the evidence retrieved for the claims (a file of "
                                   "'verdict-model evidence') instead of their gold evidence.", rich_help_panel="Inputs"),
@@ -207,9 +213,7 @@ def fit_rule(
     if evidence is not None and not evidence.is_file():
         what = "is a directory, not an evidence file" if evidence.is_dir() else "no such evidence file"
         raise UserError(f"{evidence}: {what} (build one with 'verdict-model evidence')")
-    a, b = _range(indices)
-    if b > (n := len(read_claims(claims))):  # a slice past the end fitted on fewer claims, or none, without a word
-        raise UserError(f"{claims}: --indices {a}:{b} is outside its {n} claims")
+    a, b = _range(indices, len(read_claims(claims)), claims)  # past the end: one line, not a fit on fewer claims
     xs = labelled(read_claims(claims)[a:b], f"{claims} [{a}:{b}]")
     if evidence is not None:
         from sanctuary_local.verdict_model.evidence import inputs_from_evidence, read_evidence
@@ -234,7 +238,7 @@ def evidence(
                                rich_help_panel="Inputs"),
     out: Path = typer.Option(..., "--out", help="Evidence file (JSON lines) to write or extend.",
                              rich_help_panel="Outputs"),
-    indices: str = typer.Option(None, "--indices", help="Only claims a:b of the file (default: all).",
+    indices: str = typer.Option(None, "--indices", help="Only claims a:b of the file, either bound optional (default: all).",
                                 rich_help_panel="Inputs"),
     limit: int = typer.Option(None, "--limit", min=1, help="At most this many claims, a seeded random sample.",
                               rich_help_panel="Inputs"),
