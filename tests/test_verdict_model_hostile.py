@@ -186,3 +186,12 @@ def test_sigterm_during_training_leaves_no_staging_folder_and_a_killed_ones_is_s
     (stale / "model.safetensors").write_bytes(b"half")
     assert main(["verdict-model", "train", str(claims), "--out", str(tmp_path / "m")]) in (0, None)
     assert not stale.exists() and (tmp_path / "m" / "model_card.json").is_file()
+
+
+def test_a_second_eval_claims_file_is_refused_not_dropped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/commands.md wrote '[--eval-claims F --eval-indices a:b]…'; given twice, the first file
+    was dropped without a word and every range scored on the last."""
+    a, b = _claims(tmp_path / "a.json"), _claims(tmp_path / "b.json", copies=1)
+    err = _train(capsys, a, tmp_path / "m", "--eval-claims", str(a), "--eval-indices", "0:8",
+                 "--eval-claims", str(b), "--eval-indices", "0:2")
+    assert "--eval-claims is one file" in err and not (tmp_path / "m").exists()

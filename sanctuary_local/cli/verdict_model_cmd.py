@@ -76,7 +76,7 @@ def _metrics_table(title: str, result: dict) -> Table:
 
 def train(
     train_json: Path = typer.Argument(..., help="Labelled AVeriTeC claims with gold questions and answers (train.json)."),
-    eval_claims: Path = typer.Option(None, "--eval-claims", help="Claims file to score after training (gold evidence).",
+    eval_files: list[Path] = typer.Option([], "--eval-claims", metavar="<path>", help="Claims file to score after training (gold evidence).",
                                      rich_help_panel="Inputs"),
     eval_indices: list[str] = typer.Option([], "--eval-indices", help="Range a:b of --eval-claims, either bound optional (repeatable).",
                                            rich_help_panel="Inputs"),
@@ -115,6 +115,9 @@ def train(
 
     if class_weight not in ("balanced", "none"):
         raise UserError(f"--class-weight must be 'balanced' or 'none' (got '{class_weight}')")
+    if len(eval_files) > 1:  # given twice, the first file was dropped without a word
+        raise UserError(f"--eval-claims is one file, given {len(eval_files)} times; its --eval-indices may repeat")
+    eval_claims = eval_files[0] if eval_files else None
     if eval_indices and eval_claims is None:
         raise UserError("--eval-indices needs --eval-claims")
     for flag, value in (("--c", c), ("--learning-rate", learning_rate)):
