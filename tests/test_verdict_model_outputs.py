@@ -148,3 +148,23 @@ def test_an_open_ended_range_runs_to_the_last_claim(model: Path, tmp_path: Path,
     assert main(["verdict-model", "train", str(claims), "--out", str(tmp_path / "m2"), "--eval-claims", str(claims),
                  "--eval-indices", "4:"]) in (0, None)
     assert json.loads((tmp_path / "m2" / "model_card.json").read_text())["eval"]["dev.json[4:8]"]["model"]["n"] == 4
+
+
+def test_evidence_of_another_claims_file_is_refused(model: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """An evidence file is keyed by claim index alone: one built from another claims file (or the
+    same file reordered) was joined to the wrong claims and their labels without a word. Its
+    queries are each claim's gold questions, so a record whose questions are not its claim's is
+    one line, in train and in fit-rule."""
+    claims = _claims(tmp_path / "train.json")
+    ev = tmp_path / "ev.jsonl"
+    assert main(["verdict-model", "evidence", str(claims), "--store", str(STORE), "--out", str(ev)]) in (0, None)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(list(reversed(json.loads(claims.read_text())))))
+    err = _error(capsys, ["verdict-model", "train", str(other), "--out", str(tmp_path / "m"), "--evidence", str(ev)])
+    assert f"{ev}" in err and "not the gold questions of claim" in err and str(other) in err, err
+    assert not (tmp_path / "m").exists()
+    err = _error(capsys, ["verdict-model", "fit-rule", str(model), "--claims", str(other), "--indices", "0:24",
+                          "--evidence", str(ev)])
+    assert "not the gold questions of claim" in err and not (model / "decision_rule.json").exists(), err
+    assert main(["verdict-model", "train", str(claims), "--out", str(tmp_path / "ok"), "--evidence", str(ev)]) in (0, None)

@@ -219,9 +219,11 @@ def fit_rule(
     a, b = _range(indices, len(read_claims(claims)), claims)  # past the end: one line, not a fit on fewer claims
     xs = labelled(read_claims(claims)[a:b], f"{claims} [{a}:{b}]")
     if evidence is not None:
-        from sanctuary_local.verdict_model.evidence import inputs_from_evidence, read_evidence
+        from sanctuary_local.verdict_model.evidence import check_claims_match, inputs_from_evidence, read_evidence
 
-        xs = inputs_from_evidence(read_claims(claims)[a:b], read_evidence(evidence))
+        found = read_evidence(evidence)
+        check_claims_match(read_claims(claims)[a:b], found, evidence, claims)
+        xs = inputs_from_evidence(read_claims(claims)[a:b], found)
         if not xs:
             raise UserError(f"{evidence}: no claim of {claims} [{a}:{b}] has retrieved evidence there")
     m = load_model(str(model_dir))

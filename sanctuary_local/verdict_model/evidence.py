@@ -77,6 +77,19 @@ def read_evidence(path: Path) -> dict[int, ClaimEvidence]:
     return out
 
 
+def check_claims_match(claims: Sequence[Claim], evidence: dict[int, ClaimEvidence], path: Path,
+                       claims_path: Path) -> None:
+    """An evidence file is keyed by claim index alone; its queries are each claim's gold
+    questions (``gold_question_queries``), so a record whose questions are not those of the
+    claim at its index was built from another claims file (or a reordered one): one line."""
+    for c in claims:
+        ev = evidence.get(c.index)
+        gold = {q.question for q in c.gold_questions}
+        if ev is not None and (stray := next((q.query.question for q in ev.queries if q.query.question not in gold), None)):
+            raise UserError(f"{path}: the evidence of claim {c.index} was retrieved for {stray[:60]!r}, not the gold "
+                            f"questions of claim {c.index} of {claims_path}; was it built from another claims file?")
+
+
 def _run_claims(run: Path, claims: Sequence[Claim], claims_path: Path) -> dict[int, int]:
     """``{the run's claim index: the index in claims of the same claim}``, from the run's
     manifest: the run read ``claims_path`` itself, or a file (found by the path it records,

@@ -88,7 +88,7 @@ def evidence_inputs(claims: Sequence[Claim], claims_path: Path, evidence: Path) 
     the queries; with a hypothetical answer each when the file's queries carry one) or a run
     directory (stage 1's own questions, ``evidence.read_run_evidence``)."""
     from sanctuary_local.verdict_model.evidence import (
-        inputs_from_evidence, read_evidence, read_run_evidence, run_evidence_file,
+        check_claims_match, inputs_from_evidence, read_evidence, read_run_evidence, run_evidence_file,
     )
 
     if evidence.is_dir():
@@ -96,6 +96,7 @@ def evidence_inputs(claims: Sequence[Claim], claims_path: Path, evidence: Path) 
         sha = file_sha256(run_evidence_file(evidence))
     elif evidence.is_file():
         found, sha = read_evidence(evidence), file_sha256(evidence)
+        check_claims_match(claims, found, evidence, claims_path)
         hypothetical = any(q.query.answers for ev in found.values() for q in ev.queries)
         kind = ("gold questions with the claim as their hypothetical answer (verdict_hyde_evidence.py build)"
                 if hypothetical else "verdict-model evidence (gold questions)")
