@@ -168,3 +168,6 @@ def test_evidence_of_another_claims_file_is_refused(model: Path, tmp_path: Path,
                           "--evidence", str(ev)])
     assert "not the gold questions of claim" in err and not (model / "decision_rule.json").exists(), err
     assert main(["verdict-model", "train", str(claims), "--out", str(tmp_path / "ok"), "--evidence", str(ev)]) in (0, None)
+    kept = ev.read_bytes()  # resuming the file from the other claims file would mix the two
+    err = _error(capsys, ["verdict-model", "evidence", str(other), "--store", str(STORE), "--out", str(ev)])
+    assert "not the gold questions of claim" in err and ev.read_bytes() == kept, err

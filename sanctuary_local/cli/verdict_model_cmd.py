@@ -260,11 +260,12 @@ def evidence(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from sanctuary_local.cli.run_cmd import parse_overrides
-    from sanctuary_local.verdict_model.evidence import build
+    from sanctuary_local.verdict_model.evidence import build, check_claims_match, read_evidence
     from sanctuary_local.verdict_model.train import read_training_claims
 
     _check_output(out, (claims, store), "the evidence")
     all_claims, _ = read_training_claims(claims)
+    check_claims_match(all_claims, read_evidence(out), out, claims)  # resuming a file of another claims file
     if indices:
         a, b = _range(indices)
         all_claims = [c for c in all_claims if a <= c.index < b]
