@@ -195,3 +195,15 @@ def test_a_second_eval_claims_file_is_refused_not_dropped(tmp_path: Path, capsys
     err = _train(capsys, a, tmp_path / "m", "--eval-claims", str(a), "--eval-indices", "0:8",
                  "--eval-claims", str(b), "--eval-indices", "0:2")
     assert "--eval-claims is one file" in err and not (tmp_path / "m").exists()
+
+
+def test_out_that_is_the_working_directory_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """'--out .' in an empty directory trained, then crashed renaming '.' (EBUSY) with a traceback."""
+    claims = _claims(tmp_path / "train.json")
+    here = tmp_path / "empty"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    for out in (".", "../empty", str(here) + "/."):
+        assert "the working directory" in _train(capsys, claims, Path(out)), out
+    assert not any(here.iterdir()) and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

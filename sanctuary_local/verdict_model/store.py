@@ -163,7 +163,9 @@ def check_out_dir(out: Path, inputs: Sequence[Path] = ()) -> None:
     if out.is_symlink():
         raise UserError(f"{out}: is a symbolic link; give the directory itself or a new path as --out")
     check_writable(out, "the model")
-    real, shipped = out.resolve(), packaged_dir().resolve()
+    real, shipped, cwd = out.resolve(), packaged_dir().resolve(), Path.cwd().resolve()
+    if real == cwd or real in cwd.parents:  # '.': renaming it into place failed (EBUSY) after the training
+        raise UserError(f"{out}: is the working directory (or holds it); name a new directory, e.g. {out / 'model'}")
     if real == shipped or shipped in real.parents:
         raise UserError(f"{out}: is a model shipped in the package; train into a new --out (and copy it in to ship it)")
     if within := next((p for p in real.parents if (p / CARD).is_file()), None):
