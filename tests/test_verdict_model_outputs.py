@@ -171,3 +171,21 @@ def test_evidence_of_another_claims_file_is_refused(model: Path, tmp_path: Path,
     kept = ev.read_bytes()  # resuming the file from the other claims file would mix the two
     err = _error(capsys, ["verdict-model", "evidence", str(other), "--store", str(STORE), "--out", str(ev)])
     assert "not the gold questions of claim" in err and ev.read_bytes() == kept, err
+
+
+def test_a_store_without_the_claims_is_one_line_not_an_empty_file(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The wrong --store (one holding none of the claims) said "evidence for 0 claims", exit 0,
+    and left an empty evidence file."""
+    claims = _claims(tmp_path / "train.json")
+    (tmp_path / "store").mkdir()
+    out = tmp_path / "ev.jsonl"
+    err = _error(capsys, ["verdict-model", "evidence", str(claims), "--store", str(tmp_path / "store"), "--out", str(out)])
+    assert "holds none of the" in err and str(tmp_path / "store") in err, err
+    assert not out.exists()
+    data = json.loads(claims.read_text())
+    for entry in data:
+        entry["questions"] = []
+    claims.write_text(json.dumps(data))
+    err = _error(capsys, ["verdict-model", "evidence", str(claims), "--store", str(STORE), "--out", str(out)])
+    assert f"{claims}: none of the 24 claims has gold questions" in err and not out.exists(), err

@@ -281,7 +281,7 @@ def evidence(
 
     try:
         n = build(all_claims, store, out, profile=profile, overrides=parse_overrides(set_), limit=limit, seed=seed,
-                  workers=workers, progress=progress)
+                  workers=workers, progress=progress, source=str(claims))
     finally:
         if bar.live.is_started:
             bar.stop()

@@ -159,11 +159,12 @@ def _drop_torn_tail(path: Path) -> None:
 def build(claims: Sequence[Claim], store: Path, out: Path, *, profile: str = "cpu",
           overrides: dict[str, Any] | None = None, limit: int | None = None, seed: int = 0, workers: int = 1,
           progress: Callable[[int, int], None] | None = None,
-          queries: Callable[[Claim], tuple[Query, ...]] = gold_question_queries) -> int:
+          queries: Callable[[Claim], tuple[Query, ...]] = gold_question_queries, source: str = "claims") -> int:
     """Retrieve evidence for (a seeded sample of) ``claims`` from ``store`` into ``out``,
     skipping the claims already there; returns the number of claims in ``out``. ``queries``
     makes each claim's stage-2 queries (default: its gold questions); ``overrides`` change the
-    profile's ``retrieval`` settings, as ``run --set`` does (another section is an error)."""
+    profile's ``retrieval`` settings, as ``run --set`` does (another section is an error); ``source``
+    names the claims in errors."""
     from sanctuary_local.config.settings import load_config
     from sanctuary_local.io.store import KnowledgeStore
     from sanctuary_local.stages.evidence import run_retrieval
@@ -176,9 +177,14 @@ def build(claims: Sequence[Claim], store: Path, out: Path, *, profile: str = "cp
     cfg = load_config(profile, overrides).retrieval
     cfg.index_cache = ""  # the training store is read once; no BM25 cache beside it
     done = read_evidence(out)
-    todo = [c for c in sample_order(claims, limit, seed) if c.index not in done]
+    ordered = sample_order(claims, limit, seed)
+    if not ordered:
+        raise UserError(f"{source}: none of the {len(claims)} claims has gold questions to search with")
+    todo = [c for c in ordered if c.index not in done]
     available = KnowledgeStore(str(store))
     todo = [c for c in todo if available.has(c.index)]
+    if not done and not todo:  # the wrong store: an empty file and "evidence for 0 claims" said nothing of it
+        raise UserError(f"{store}: holds none of the {len(claims)} claims to retrieve for; is it their knowledge store?")
     total = len(done) + len(todo)
     if progress:
         progress(len(done), total)
