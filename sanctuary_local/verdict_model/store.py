@@ -118,7 +118,7 @@ def load_model(name: str, threads: int = 2) -> VerdictModel:
 
         return EncoderModel(directory, sha, words, settings["max_length"], threads, focus)
     except Exception as exc:  # noqa: BLE001 - files that match the pin yet do not load: a card edited to fit them
-        raise UserError(f"verdict model '{name}': its files in {directory} cannot be loaded as a {card['kind']} "
+        raise UserError(f"verdict model '{name}': its files in {directory} cannot be loaded as the card's {card['kind']!r} "
                         f"model ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
 
 
