@@ -383,3 +383,24 @@ def test_every_switch_takes_true_or_false_only(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"p\.toml\.hyde\.llm: hyde\.llm\.enable_prefix_caching must be true or false, got 1"):
         load_config(str(profile))
     assert load_config("cpu-fast", {"hyde": {"llm": {"enforce_eager": True}}}).hyde.llm.enforce_eager is True
+
+
+def test_a_trained_models_identity_covers_what_loading_reads_from_its_card(tmp_path: Path) -> None:
+    """The card is outside the files' hash, and loading reads answer_words, answer_focus and
+    the kind from it: an edited setting changed every prediction while a resumed run kept
+    the claims it had labelled before (audit, 2026-11-29)."""
+    import json
+
+    from sanctuary_local.run.fingerprint import _trained_identity
+    from sanctuary_local.verdict_model.store import CARD, resolve
+
+    model = tmp_path / "model"
+    shutil.copytree(resolve("packaged:verdict-tfidf"), model)
+    before = _trained_identity(str(model))
+    card = json.loads((model / CARD).read_text())
+    card["wall_time_s"] = 1.0  # not read by loading: the same identity
+    (model / CARD).write_text(json.dumps(card))
+    assert _trained_identity(str(model)) == before
+    card["settings"]["answer_words"] = 12
+    (model / CARD).write_text(json.dumps(card))
+    assert _trained_identity(str(model)) != before

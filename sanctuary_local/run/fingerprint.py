@@ -302,9 +302,11 @@ def model_identities(cfg: Config, cache: HashCache) -> dict[str, str]:
 
 
 def _trained_identity(name: str) -> str:
-    """The trained verdict model's files and its decision rule (``verdict_model.store``)."""
+    """The trained verdict model's files, its decision rule, and what loading reads from its
+    card (kind and settings such as ``answer_words``: the card is outside the files' hash,
+    and an edited setting changes every prediction; ``verdict_model.store``)."""
     from sanctuary_local.errors import UserError
-    from sanctuary_local.verdict_model.store import RULE, directory_sha256, resolve
+    from sanctuary_local.verdict_model.store import CARD, RULE, directory_sha256, resolve
 
     try:
         directory = resolve(name)
@@ -312,7 +314,12 @@ def _trained_identity(name: str) -> str:
         return f"unresolved:{name}"
     rule = directory / RULE
     extra = hashlib.sha256(rule.read_bytes()).hexdigest()[:16] if rule.is_file() else "none"
-    return f"files:{directory_sha256(directory)}+rule:{extra}"
+    try:
+        card = orjson.loads((directory / CARD).read_bytes())
+        read = _json_hash({"kind": card.get("kind"), "settings": card.get("settings")})
+    except (OSError, ValueError, AttributeError):
+        read = "unreadable"
+    return f"files:{directory_sha256(directory)}+rule:{extra}+card:{read}"
 
 
 def run_fingerprint(cfg: Config, claims_sha256: str, store: Any, indices: Iterable[int], cache: HashCache,
