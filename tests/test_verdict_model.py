@@ -438,6 +438,50 @@ def test_evidence_build_resumes_and_drops_a_torn_line(train_evidence: tuple[Path
     assert b"".join(copy.read_bytes().splitlines(keepends=True)[:2]) == b"".join(lines[:2])  # kept, not redone
 
 
+def test_evidence_resume_with_other_retrieval_settings_is_refused(train_evidence: tuple[Path, Path], tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Each line records the retrieval settings it was retrieved with; a resume with another
+    --set or --profile is one line naming the file and the setting, and appends nothing."""
+    claims, path = train_evidence
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert all(json.loads(line)["retrieval"]["retriever"]["similarity_threshold"] == 0.4 for line in lines)
+    copy = tmp_path / "evidence.jsonl"
+    copy.write_bytes(b"".join(lines[:2]))
+    store = str(REPO / "examples" / "store")
+    for other in (["--set", "retrieval.retriever.similarity_threshold=0.999"], ["--profile", "paper"]):
+        capsys.readouterr()
+        rc = main(["verdict-model", "evidence", str(claims), "--store", store, "--out", str(copy), *other])
+        captured = capsys.readouterr()
+        err = captured.err.strip().splitlines()
+        assert rc == 2 and len(err) == 1 and str(copy) in err[0] and "was retrieved with retrieval." in err[0], err
+        assert copy.read_bytes() == b"".join(lines[:2]), "nothing appended"
+    assert "similarity_threshold=0.4" in _one_line_for(claims, copy, capsys, "--set", "retrieval.retriever.similarity_threshold=0.999")
+    # a file written before the settings were recorded: read as before, but not extended
+    old = tmp_path / "old.jsonl"
+    old.write_bytes(b"".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "retrieval"}).encode() + b"\n"
+                             for line in lines))
+    from sanctuary_local.verdict_model.evidence import read_evidence
+
+    assert sorted(read_evidence(old)) == [0, 1, 2, 3]
+    rc = main(["verdict-model", "train", str(claims), "--out", str(tmp_path / "m"), "--evidence", str(old)])
+    assert rc in (0, None)
+    rc = main(["verdict-model", "fit-rule", str(tmp_path / "m"), "--claims", str(claims), "--indices", "0:4",
+               "--evidence", str(old)])
+    assert rc in (0, None)
+    rc = main(["verdict-model", "evidence", str(claims), "--store", store, "--out", str(old)])  # nothing to add
+    assert rc in (0, None)
+    old.write_bytes(b"".join(old.read_bytes().splitlines(keepends=True)[:2]))
+    assert "records no retrieval settings" in _one_line_for(claims, old, capsys)
+
+
+def _one_line_for(claims: Path, out: Path, capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    capsys.readouterr()
+    rc = main(["verdict-model", "evidence", str(claims), "--store", str(REPO / "examples" / "store"), "--out", str(out), *args])
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    return line
+
+
 def test_train_on_retrieved_evidence_records_it_in_the_card(train_evidence: tuple[Path, Path], tmp_path: Path) -> None:
     claims, path = train_evidence
     rc = main(["verdict-model", "train", str(claims), "--out", str(tmp_path / "both"), "--evidence", str(path)])

@@ -256,7 +256,8 @@ def evidence(
 ) -> None:
     """Retrieve stage-2 evidence for training claims, to train on what stage 3 reads.
 
-    The claims' gold questions are the queries; rerun the same command (the same --profile and --set) to resume."""
+    The claims' gold questions are the queries; rerun the same command (the same --profile and --set) to resume.
+    Each line records its retrieval settings; a resume with other ones is refused."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from sanctuary_local.cli.run_cmd import parse_overrides

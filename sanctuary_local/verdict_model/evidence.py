@@ -16,9 +16,12 @@ A finished ``sanctuary-local run`` over training claims is the other source
 (``read_run_evidence``): its stage-2 records, retrieved for stage 1's own questions, exactly
 what stage 3 reads at run time (at the cost of an LLM call per claim).
 
-``build`` appends one line per claim to a JSON-lines file (``{"claim_index", "evidence"}``,
-the stage-2 record), flushed as it goes: an interrupted build resumes where it stopped,
-and a half-written last line is dropped on reading.
+``build`` appends one line per claim to a JSON-lines file (``{"claim_index", "evidence",
+"retrieval"}``: the stage-2 record and the retrieval settings it was retrieved with,
+``settings_identity``), flushed as it goes: an interrupted build resumes where it stopped,
+and a half-written last line is dropped on reading. A resume with other retrieval settings is
+refused (``check_settings``); lines written before the settings were recorded have none and
+read as before.
 """
 
 from __future__ import annotations
@@ -55,11 +58,52 @@ def read_evidence(path: Path) -> dict[int, ClaimEvidence]:
     (an interrupted build) after a good one is dropped, a bad line elsewhere is an error naming
     it (so a file that is not evidence, e.g. a one-line claims file, is never cut as torn).
     A FIFO or a device is refused, never read."""
+    return _read(path)[0]
+
+
+#: Retrieval settings that change how stage 2 runs, not what it retrieves (as in the run
+#: fingerprint, ``run.fingerprint.EXECUTION_SETTINGS``): left out of ``settings_identity``.
+_EXECUTION_KEYS = ("workers", "index_cache")
+
+
+def settings_identity(cfg: Any) -> dict[str, Any]:
+    """The retrieval settings (``RetrievalConfig``) a record was retrieved with, as each line
+    of an evidence file records them."""
+    from dataclasses import asdict
+
+    return {k: v for k, v in asdict(cfg).items() if k not in _EXECUTION_KEYS}
+
+
+def _flat(d: Any, prefix: str = "retrieval.") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix.rstrip("."): d}
+    return {k: v for key, value in d.items() for k, v in _flat(value, f"{prefix}{key}.").items()}
+
+
+def check_settings(path: Path, identity: dict[str, Any]) -> None:
+    """Refuse to extend ``path`` with records retrieved with other settings than its own (one
+    line naming the file and the first setting that differs); a file whose lines record no
+    settings (written before they were recorded) cannot be checked, so it is refused too."""
+    identity = orjson.loads(orjson.dumps(identity))  # as a line reads back (a tuple is a list)
+    for n, found in _read(path)[1]:
+        if found is None:
+            raise UserError(f"{path}:{n}: records no retrieval settings (written by an older version), so a resume "
+                            "cannot check they are this run's; give a new --out")
+        if found != identity:
+            was, now = _flat(found), _flat(identity)
+            key = next(k for k in sorted(set(was) | set(now)) if was.get(k, "(unset)") != now.get(k, "(unset)"))
+            raise UserError(f"{path}:{n}: was retrieved with {key}={was.get(key, '(unset)')!r}, this run has "
+                            f"{now.get(key, '(unset)')!r}; resume with the same --profile and --set, or give a new --out")
+
+
+def _read(path: Path) -> tuple[dict[int, ClaimEvidence], list[tuple[int, dict[str, Any] | None]]]:
+    """The records of an evidence file and, per line, the settings it records (None: none)."""
     from sanctuary_local.io.safe_io import read_regular
 
     out: dict[int, ClaimEvidence] = {}
+    settings: list[tuple[int, dict[str, Any] | None]] = []
     if not path.exists():
-        return out
+        return out, settings
     try:
         lines = read_regular(path, what="evidence file").split(b"\n")
     except OSError as exc:
@@ -70,11 +114,12 @@ def read_evidence(path: Path) -> dict[int, ClaimEvidence]:
         try:
             row = orjson.loads(line)
             out[int(row["claim_index"])] = ClaimEvidence.from_dict(row["evidence"])
+            settings.append((n, row.get("retrieval")))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
             if n >= len(lines) - 1 and out:  # the last line, torn by an interrupted build
                 continue
             raise UserError(f"{path}:{n}: not an evidence line ({type(e).__name__}: {e})") from None
-    return out
+    return out, settings
 
 
 def check_claims_match(claims: Sequence[Claim], evidence: dict[int, ClaimEvidence], path: Path,
@@ -176,6 +221,7 @@ def build(claims: Sequence[Claim], store: Path, out: Path, *, profile: str = "cp
         raise UserError(f"{store}: no such knowledge store")
     cfg = load_config(profile, overrides).retrieval
     cfg.index_cache = ""  # the training store is read once; no BM25 cache beside it
+    identity = settings_identity(cfg)
     done = read_evidence(out)
     ordered = sample_order(claims, limit, seed)
     if not ordered:
@@ -183,6 +229,8 @@ def build(claims: Sequence[Claim], store: Path, out: Path, *, profile: str = "cp
     todo = [c for c in ordered if c.index not in done]
     available = KnowledgeStore(str(store))
     todo = [c for c in todo if available.has(c.index)]
+    if todo:  # records retrieved with other settings are never appended to a file's own
+        check_settings(out, identity)
     if not done and not todo:  # the wrong store: an empty file and "evidence for 0 claims" said nothing of it
         raise UserError(f"{store}: holds none of the {len(claims)} claims to retrieve for; is it their knowledge store?")
     total = len(done) + len(todo)
@@ -194,7 +242,7 @@ def build(claims: Sequence[Claim], store: Path, out: Path, *, profile: str = "cp
 
     with os.fdopen(open_append(out), "ab") as fh:  # a symlink or a FIFO at out: one line, never followed
         def write(ev: ClaimEvidence) -> None:
-            fh.write(orjson.dumps({"claim_index": ev.claim_index, "evidence": ev.to_dict()}) + b"\n")
+            fh.write(orjson.dumps({"claim_index": ev.claim_index, "evidence": ev.to_dict(), "retrieval": identity}) + b"\n")
             fh.flush()
             os.fsync(fh.fileno())
             done[ev.claim_index] = ev
