@@ -89,15 +89,15 @@ def _llm_sections(cfg: Config) -> list[tuple[str, Any]]:
 
 
 def _trained_problems(cfg: Config) -> list[str]:
-    """The trained verdict model must be there, with a readable card and intact files."""
+    """The trained verdict model must be there, with a readable card and intact files, and
+    load as stage 3 loads it (files edited and their card re-pinned pass the hash, not this);
+    the packaged TF-IDF default loads in well under a second."""
     if cfg.verdict.mode != "trained":
         return []
-    from sanctuary_local.verdict_model.store import read_rule, verify
+    from sanctuary_local.stages.verdict.trained import load_trained, trained_threads
 
     try:
-        directory, _, sha = verify(cfg.verdict.trained_model)
-        if cfg.verdict.trained_rule:
-            read_rule(directory, sha)
+        load_trained(cfg.verdict.trained_model, cfg.verdict.trained_rule, trained_threads(cfg.verdict))
     except UserError as exc:
         return [f"verdict.trained_model: {exc}"]
     return []

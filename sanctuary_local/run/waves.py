@@ -15,7 +15,7 @@ from sanctuary_local.run.stage_files import StageFile
 if TYPE_CHECKING:
     from sanctuary_local.run.state import RunState
 
-__all__ = ["engine_waves", "generate", "llm_waves", "resilient", "trained_threads", "trained_waves", "wave_size",
+__all__ = ["engine_waves", "generate", "llm_waves", "resilient", "trained_waves", "wave_size",
            "waves"]
 
 log = logging.getLogger("sanctuary_local")
@@ -44,17 +44,14 @@ def llm_waves(st: Any, llm_cfg: Any, models_dir: str, todo: list[Any], size: int
 TRAINED_WAVE = 16
 
 
-def trained_threads(verdict_cfg: Any) -> int:
-    """Threads of stage 3's trained model: the verdict LLM's setting, else 2."""
-    return int(getattr(verdict_cfg.llm, "n_threads", 0) or 2)
-
-
 def trained_waves(verdict_cfg: Any, st: Any, llm_cfg: Any, models_dir: str, todo: list[Any], size: int,
                   run: Callable[[Any, list[Any]], list[R]], fallback: Callable[[Any, Exception], R],
                   load: Callable[[str, bool, int], Any] | None = None) -> Iterator[tuple[list[Any], list[R], float]]:
     """``llm_waves`` for stage 3's trained mode: the verdict model (``verdict.trained_model``)
     loaded once in this process instead of an LLM; ``llm_cfg`` and ``size`` are unused.
     ``load``: how to get the model (default ``trained.load_trained``; serve keeps it loaded)."""
+    from sanctuary_local.stages.verdict.trained import trained_threads
+
     if load is None:
         from sanctuary_local.stages.verdict.trained import load_trained as load
 

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from sanctuary_local.records import ClaimEvidence, HydeResult, QueryEvidence
-from sanctuary_local.run.waves import resilient, trained_threads, trained_waves, waves
+from sanctuary_local.run.waves import resilient, trained_waves, waves
 
 __all__ = ["ResidentEngine"]
 
@@ -60,6 +60,8 @@ class _ResidentVerdict:
 
     def trained(self, verdict_cfg: Any) -> Any:
         """Stage 3's trained verdict model (``verdict.trained_model``), loaded on first use."""
+        from sanctuary_local.stages.verdict.trained import trained_threads
+
         return self.trained_model(verdict_cfg.trained_model, verdict_cfg.trained_rule, trained_threads(verdict_cfg))
 
     def trained_waves(self, verdict_cfg: Any, st: Any, *args: Any) -> Iterator[tuple[list[Any], list[Any], float]]:

@@ -43,6 +43,11 @@ class TrainedVerdict:
     name: str = ""
 
 
+def trained_threads(verdict_cfg: Any) -> int:
+    """Threads of stage 3's trained model: the verdict LLM's setting, else 2."""
+    return int(getattr(verdict_cfg.llm, "n_threads", 0) or 2)
+
+
 def load_trained(name: str, use_rule: bool = True, threads: int = 2) -> TrainedVerdict:
     """The configured model (``verdict.trained_model``) with its fitted rule, if any."""
     from sanctuary_local.verdict_model.store import load_model, read_rule
