@@ -189,3 +189,36 @@ def test_a_store_without_the_claims_is_one_line_not_an_empty_file(tmp_path: Path
     claims.write_text(json.dumps(data))
     err = _error(capsys, ["verdict-model", "evidence", str(claims), "--store", str(STORE), "--out", str(out)])
     assert f"{claims}: none of the 24 claims has gold questions" in err and not out.exists(), err
+
+
+def test_a_signal_between_publishs_two_renames_waits_for_the_second(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C delivered right after the old model is moved aside: the new one is still renamed
+    into place (and the old one removed) before KeyboardInterrupt, never a missing --out."""
+    import signal
+
+    from sanctuary_local.verdict_model import store
+
+    out, tmp = tmp_path / "model", tmp_path / ".model.partial-1"
+    for d, text in ((out, "old"), (tmp, "new")):
+        d.mkdir()
+        (d / "weights").write_text(text)
+    real, done = os.replace, []
+
+    def replace(src: Path, dst: Path) -> None:
+        real(src, dst)
+        done.append(Path(dst).name)
+        if len(done) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(store.os, "replace", replace)
+    previous, term = signal.signal(signal.SIGINT, signal.default_int_handler), signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            store.publish(tmp, out)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers are restored
+        assert signal.getsignal(signal.SIGTERM) is term
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert done == [f".model.old-{os.getpid()}", "model"]
+    assert (out / "weights").read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["model"]

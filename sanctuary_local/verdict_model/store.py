@@ -8,12 +8,15 @@ shipped model's card pins the SHA-256 of its files (``files_sha256``), checked o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
 import shutil
-from collections.abc import Sequence
+import signal
+import threading
+from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -211,22 +214,46 @@ def staging_dir(out: Path) -> Path:
     return tmp
 
 
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back, then delivered on leaving to the handlers they had (in the
+    main thread, where Python runs its handlers). A handler that records them, not a blocked
+    mask: a process-directed signal goes to any thread that does not block it (torch's, a
+    pool's), and Python then runs the main thread's handler all the same."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {sig: signal.signal(sig, lambda n, _frame: caught.append(n)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        for sig in dict.fromkeys(caught):
+            signal.raise_signal(sig)
+
+
 def publish(tmp: Path, out: Path) -> None:
     """Make the finished ``tmp`` the model at ``out`` in one rename (durable first): a reader
-    sees the old model or the new one, never half of one."""
+    sees the old model or the new one, never half of one. SIGINT and SIGTERM wait out the two
+    renames (old model aside, new one in), so a signal never leaves ``out`` missing."""
     _fsync_tree(tmp)
-    old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.old-{os.getpid()}"
-        os.replace(out, old)
-    os.replace(tmp, out)
-    fd = os.open(out.parent, os.O_RDONLY)
+    old = out.parent / f".{out.name}.old-{os.getpid()}" if out.exists() else None
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        with _signals_held():  # Ctrl-C between the two renames would leave no model at out
+            if old is not None:
+                os.replace(out, old)
+            os.replace(tmp, out)
+    finally:  # a signal held back is raised on leaving: the old model is still removed
+        if out.exists() and not tmp.exists():
+            fd = os.open(out.parent, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
 
 
 def write_json(path: Path, data: dict[str, Any], what: str = "JSON") -> None:
