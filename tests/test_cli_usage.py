@@ -120,6 +120,7 @@ def _console_script() -> str:
     ["eval", "--predictions", "p.json"],
     ["run"],
     ["run", "--claims", "c.json", "--store", "s", "--out", "o", "--limit", "abc"],
+    ["run", "--claims", "c.json", "--store", "s", "--out", "o", "--out", "p"],
 ])
 def test_console_script(argv: list[str], tmp_path: Path) -> None:
     """The installed entry point, as a user types it (not only ``main()`` in-process)."""
@@ -127,3 +128,43 @@ def test_console_script(argv: list[str], tmp_path: Path) -> None:
     _assert_usage_error(res.returncode, res.stdout + res.stderr)
     assert res.stdout == ""  # errors go to stderr
     assert res.stderr.splitlines()[-1].startswith("Try 'sanctuary-local")
+
+
+def _options(cmd, *, repeatable: bool) -> list[str]:
+    """The first spelling of each option of ``cmd`` that takes values: repeatable ones (lists,
+    ``--set``) or those taking one value."""
+    return [p.opts[0] for p in cmd.params if getattr(p, "param_type_name", "") == "option"
+            and not getattr(p, "is_flag", False) and bool(getattr(p, "multiple", False)) == repeatable]
+
+
+SINGLE = {name: opts for name, cmd in LEAVES.items() if (opts := _options(cmd, repeatable=False))}
+REPEATABLE = {name: opts for name, cmd in LEAVES.items() if (opts := _options(cmd, repeatable=True))}
+
+
+@pytest.mark.parametrize("name", sorted(SINGLE))
+def test_an_option_taking_one_value_given_twice(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``eval --pred A --pred B`` used B without a word; every command now refuses it."""
+    for opt in SINGLE[name]:
+        nargs = next(p.nargs for p in LEAVES[name].params if p.opts[:1] == [opt])  # --compare A B
+        once = [opt, *["/nonexistent/a"] * nargs]
+        code, output = _run([*name.split(), *once, *once], capsys)
+        _assert_usage_error(code, output)
+        assert f"'{opt}'" in output and "more than once" in output, output
+        assert f"sanctuary-local {name} --help" in output
+
+
+@pytest.mark.parametrize("name", sorted(REPEATABLE))
+def test_repeatable_options_still_repeat(name: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--set a=1 --set b=2`` (lists) parse as before: the command's bad-value error is the answer."""
+    monkeypatch.chdir(tmp_path)
+    twice = [arg for opt in REPEATABLE[name] for arg in (opt, "x=1", opt, "y=2")]
+    code, output = _run([*name.split(), *BAD_VALUES[name], *twice], capsys)
+    _assert_usage_error(code, output)
+    assert "more than once" not in output, output
+
+
+def test_repeat_cases_cover_the_commands() -> None:
+    """Guards the discovery: lists and single-value options exist where expected."""
+    assert {"eval", "run", "check", "serve"} <= set(SINGLE)
+    assert {"run", "check", "serve", "verdict-model train"} <= set(REPEATABLE)

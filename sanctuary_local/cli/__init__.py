@@ -5,6 +5,8 @@ User errors (``UserError``) print one clear line and exit with code 2, no traceb
 do usage errors (unknown command or option, missing option, bad value), which click and
 typer's vendored copy of click (``typer._click`` in recent typer, e.g. 0.29) raise as their own
 ``ClickException`` classes: one ``error:`` line, then the usage and the ``--help`` hint.
+An option that takes one value given twice (``--out X --out Y``) is such a usage error too
+(``argv.forbid_repeated_options``; click alone keeps the last); repeatable ones (``--set``) repeat.
 """
 
 from __future__ import annotations
@@ -93,12 +95,16 @@ def _show_usage_error(exc: BaseException) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``sanctuary-local`` console script."""
-    from sanctuary_local.cli.argv import INVOKED
+    import typer.main
+
+    from sanctuary_local.cli.argv import INVOKED, forbid_repeated_options
 
     INVOKED[:] = list(sys.argv[1:] if argv is None else argv)
     try:
+        command = typer.main.get_command(app)
+        forbid_repeated_options(command)  # `--out X --out Y`: a usage error, not the last one
         # prog_name: usage lines name the command users type, also under `python -m` or a test
-        rc = app(args=argv, standalone_mode=False, prog_name=app.info.name)
+        rc = command.main(args=argv, standalone_mode=False, prog_name=app.info.name)
     except UserError as exc:
         from rich.markup import escape  # messages hold brackets, e.g. pip install 'sanctuary-local[gpu]'
 
