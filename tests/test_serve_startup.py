@@ -42,10 +42,16 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **extra}
 
 
+def _defaults(args: tuple[str, ...]) -> list[str]:
+    """``args`` after the test profile and port 0, each unless ``args`` gives its own (an
+    option given twice is refused)."""
+    given = {a.split("=")[0] for a in args}
+    return [*(a for opt, v in (("--profile", TINY), ("--port", "0")) if opt not in given for a in (opt, v)), *args]
+
+
 def refused(corpus: Path, data: Path, *args: str) -> str:
     """Run `serve` with these arguments; assert exit 2 with one `error:` line and no --data; that line."""
-    cmd = [sys.executable, str(STUB), "0", "--corpus", str(corpus), "--data", str(data), "--profile", TINY,
-           "--port", "0", *args]
+    cmd = [sys.executable, str(STUB), "0", "--corpus", str(corpus), "--data", str(data), *_defaults(args)]
     try:
         done = subprocess.run(cmd, env=_env(), cwd=data.parent, capture_output=True, text=True, timeout=LIMIT_S)
     except subprocess.TimeoutExpired as exc:
@@ -186,8 +192,7 @@ def test_a_missing_corpus_is_said_not_to_exist(tmp_path: Path) -> None:
 def _start_and_read(index: Path, data: Path, *args: str, env: dict[str, str]) -> str:
     """Start `serve`, wait for its address line, stop it; what it printed on stderr."""
     log = data.parent / f"{data.name}.log"
-    cmd = [sys.executable, str(STUB), "0", "--corpus", str(index), "--data", str(data), "--profile", TINY,
-           "--port", "0", *args]
+    cmd = [sys.executable, str(STUB), "0", "--corpus", str(index), "--data", str(data), *_defaults(args)]
     with open(log, "wb") as err:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
     try:
