@@ -7,7 +7,10 @@ each accepted and checked exactly once, with no 5xx."""
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,7 +22,7 @@ from sanctuary_local import procs
 from sanctuary_local.run.stage_files import STAGE_FILES
 from sanctuary_local.serve.jobs import MAX_KILLS, CheckStore
 from sanctuary_local.serve.stopping import stop_line
-from serve_support import Server, build_index
+from serve_support import ROOT, STUB, TINY, Server, build_index
 
 CLAIM = "The Eiffel Tower grows by up to 15 centimetres in summer because its iron expands in the heat."
 
@@ -208,3 +211,37 @@ def test_fifty_claims_at_once_are_each_checked_once(index: Path, tmp_path: Path,
         run_dir = tmp_path / "data" / "checks" / i / "run"
         assert stage_lines(run_dir) == {"hyde": 1, "retrieval": 1, "verdict": 1}
         assert len(orjson.loads((run_dir / "predictions.json").read_bytes())) == 1
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("step", ["settings", "data"])
+def test_a_signal_while_starting_aborts_in_one_line(index: Path, tmp_path: Path, sig: int, step: str) -> None:
+    """SIGTERM during the start (settings and model checks, --data half made) killed the
+    process by the signal: no line, --data left half made, the children it had started left
+    running. Now it is as Ctrl-C: one line ``aborted``, exit 143 (130), --data as it was found,
+    no process left."""
+    data, held, log = tmp_path / "data", tmp_path / "held", tmp_path / "serve.log"
+    env = {**os.environ, "SERVE_STUB_HOLD": step, "SERVE_STUB_HELD": str(held),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, str(STUB), "0", "--corpus", str(index), "--data", str(data), "--profile", TINY, "--port", "0"]
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err)
+    kids: dict[int, int] = {}
+    try:
+        deadline = time.monotonic() + 180
+        while len(kids) < 2 and time.monotonic() < deadline and proc.poll() is None:  # the child and its child
+            kids = procs.descendants(proc.pid) if held.exists() else {}
+            time.sleep(0.1)
+        assert len(kids) == 2, log.read_text()[-2000:]
+        proc.send_signal(sig)
+        proc.wait(60)
+        output = log.read_text()
+        assert proc.returncode == 128 + sig, output[-2000:]
+        assert [line for line in output.splitlines() if line.strip()] == ["aborted"], repr(output[-2000:])
+        assert not data.exists(), sorted(data.rglob("*"))
+        assert_no_process_left(kids)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        procs.signal_all(procs.alive(kids), signal.SIGKILL)

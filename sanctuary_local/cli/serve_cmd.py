@@ -47,7 +47,7 @@ def serve(
 
     The page (no script, no outside assets) takes a claim and an optional date, shows the queue and each check's progress by stage, then the verdict with its label probabilities, the questions, each evidence snippet highlighted in its source (file, PDF page, character span) and the justification; every check is kept under --data, and a restart resumes unfinished ones. The API: POST /api/checks, GET /api/checks/ID, GET /api/checks (a page at a time: limit, before), DELETE /api/checks/ID (docs/serve.md). The models load once and serve every check.
 
-    Ctrl-C or SIGTERM stops it within 5 s: one line says what became of the checks (the one running and the waiting ones stay queued and resume at the next start), every process it started ends, and it exits 130 (Ctrl-C) or 143 (SIGTERM). Exit code 2: bad settings."""
+    Ctrl-C or SIGTERM stops it within 5 s: one line says what became of the checks (the one running and the waiting ones stay queued and resume at the next start), every process it started ends, and it exits 130 (Ctrl-C) or 143 (SIGTERM); while it starts, before it prints its address, either one prints `aborted` and leaves --data as it was. Exit code 2: bad settings."""
     from sanctuary_local.cli.run_cmd import parse_overrides
     from sanctuary_local.serve.app import ServeSettings, run_server
 

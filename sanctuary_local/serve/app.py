@@ -262,14 +262,10 @@ def exposure_warning(s: ServeSettings) -> str | None:
     return "warning: " + "; ".join(parts) if parts else None
 
 
-def run_server(s: ServeSettings) -> int:
-    """Serve until SIGTERM/SIGINT (see the module docstring); the exit code: 128 + the signal
-    (130 for Ctrl-C, 143 for SIGTERM), after one line saying what became of the checks."""
+def _start(s: ServeSettings) -> tuple[Any, socket.socket, Any]:
+    """Check the settings, bind, make the app (``--data``), print the address: the app, its
+    socket and the uvicorn server to run it."""
     import uvicorn
-
-    from sanctuary_local.interrupt import exit_stopped
-    from sanctuary_local.procs import OrphanGuard
-    from sanctuary_local.serve.stopping import SignalNote, end_children, stop_line
 
     check_settings(s)
     sock = bind(s.host, s.port)  # before --data is created: a port in use leaves nothing behind
@@ -286,7 +282,26 @@ def run_server(s: ServeSettings) -> int:
           + ("  (token required)" if s.token else ""), file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", server_header=False,
                             proxy_headers=False, timeout_graceful_shutdown=HTTP_GRACE_S)
-    server = uvicorn.Server(config)
+    return app, sock, uvicorn.Server(config)
+
+
+def run_server(s: ServeSettings) -> int:
+    """Serve until SIGTERM/SIGINT (see the module docstring); the exit code: 128 + the signal
+    (130 for Ctrl-C, 143 for SIGTERM), after one line saying what became of the checks, or
+    ``aborted`` when the signal came while it started (``StartupStop``)."""
+    from sanctuary_local.serve.stopping import SignalNote, StartupStop, end_children, stop_line
+
+    starting = StartupStop().install()  # SIGTERM while starting: as Ctrl-C, exit 143
+    try:
+        app, sock, server = _start(s)
+    except KeyboardInterrupt:  # ``_app`` undid what it had made in --data; a finished start is complete there
+        end_children()
+        print("aborted", file=sys.stderr, flush=True)
+        return starting.exit_code
+
+    from sanctuary_local.interrupt import exit_stopped
+    from sanctuary_local.procs import OrphanGuard
+
     note = SignalNote().install()  # kept until the process exits (no KeyboardInterrupt in the last steps)
     ctx = app.state.ctx
     with OrphanGuard() as guard:

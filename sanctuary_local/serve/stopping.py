@@ -12,6 +12,11 @@ next stop point or left inside its model call; either way it is saved as queued 
 finished stages (the stage files), and the waiting ones stay queued on disk; all of them
 resume when the server starts again on the same ``--data``.
 
+``StartupStop`` covers the start before that (the settings and model checks, opening the index
+and ``--data``): SIGTERM there is Ctrl-C's ``KeyboardInterrupt``, so what the start made is
+undone as for Ctrl-C, one line says ``aborted`` and the exit code is 143 (130 for Ctrl-C); a
+second signal meanwhile is only noted, so it cannot cut that clean-up short.
+
 ``end_children`` ends what is left of the processes the server started (a backend's server
 and what it spawned, which need not die with their parent): SIGTERM, then SIGKILL after
 ``CHILD_GRACE_S``. The orphan guard is left out: it is released normally afterwards.
@@ -29,7 +34,7 @@ from sanctuary_local import procs
 from sanctuary_local.interrupt import exit_code_for
 from sanctuary_local.serve.jobs import CheckStore
 
-__all__ = ["CHILD_GRACE_S", "SignalNote", "end_children", "stop_line"]
+__all__ = ["CHILD_GRACE_S", "SignalNote", "StartupStop", "end_children", "stop_line"]
 
 #: Seconds the server's remaining child processes get between SIGTERM and SIGKILL at exit.
 CHILD_GRACE_S = 1.0
@@ -59,6 +64,28 @@ class SignalNote:
     @property
     def exit_code(self) -> int:
         return 0 if self.signum is None else exit_code_for(self.signum)
+
+
+class StartupStop:
+    """The SIGINT/SIGTERM handler while the server starts (see the module docstring): the first
+    signal raises ``KeyboardInterrupt``, later ones are noted; ``SignalNote`` replaces it."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def _stop(self, signum: int, frame: FrameType | None) -> None:
+        self.seen.append(int(signum))
+        if len(self.seen) == 1:
+            raise KeyboardInterrupt
+
+    def install(self) -> StartupStop:
+        for sig in SIGNALS:
+            signal.signal(sig, self._stop)
+        return self
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_for(self.seen[0] if self.seen else signal.SIGINT)
 
 
 def _checks(n: int) -> str:
