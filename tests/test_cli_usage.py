@@ -164,6 +164,16 @@ def test_repeatable_options_still_repeat(name: str, capsys: pytest.CaptureFixtur
     assert "more than once" not in output, output
 
 
+@pytest.mark.parametrize("name, pair", [("run", ["--overlap", "--no-overlap"]),
+                                        ("verdict-model train", ["--no-gold", "--gold"])])
+def test_an_on_off_flag_given_twice(name: str, pair: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """``--overlap --no-overlap`` took the last one without a word."""
+    code, output = _run([*name.split(), *pair], capsys)
+    _assert_usage_error(code, output)
+    assert "'--overlap' / '--no-overlap'" in output or "'--gold' / '--no-gold'" in output, output
+    assert "more than once" in output, output
+
+
 def test_repeat_cases_cover_the_commands() -> None:
     """Guards the discovery: lists and single-value options exist where expected."""
     assert {"eval", "run", "check", "serve"} <= set(SINGLE)

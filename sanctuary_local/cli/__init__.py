@@ -5,7 +5,7 @@ User errors (``UserError``) print one clear line and exit with code 2, no traceb
 do usage errors (unknown command or option, missing option, bad value), which click and
 typer's vendored copy of click (``typer._click`` in recent typer, e.g. 0.29) raise as their own
 ``ClickException`` classes: one ``error:`` line, then the usage and the ``--help`` hint.
-An option that takes one value given twice (``--out X --out Y``) is such a usage error too
+An option that takes one value given twice (``--out X --out Y``, ``--overlap --no-overlap``) is one too
 (``argv.forbid_repeated_options``; click alone keeps the last); repeatable ones (``--set``) repeat.
 """
 

@@ -20,17 +20,19 @@ def _repeated(ctx: Any, order: list[Any]) -> None:
     (the parser's record of each option occurrence) holds twice; click keeps the last."""
     counts = Counter(id(p) for p in order)
     for param in order:
+        pair = list(getattr(param, "secondary_opts", None) or [])  # --overlap/--no-overlap: on or off, once
         once = getattr(param, "param_type_name", "") == "option" and not (
-            getattr(param, "multiple", False) or getattr(param, "count", False) or getattr(param, "is_flag", False))
+            getattr(param, "multiple", False) or getattr(param, "count", False)
+            or (getattr(param, "is_flag", False) and not pair))
         if once and counts[id(param)] > 1:
-            names = " / ".join(f"'{o}'" for o in param.opts)
-            ctx.fail(f"Option {names} given more than once; it takes one value.")
+            names = " / ".join(f"'{o}'" for o in [*param.opts, *pair])
+            ctx.fail(f"Option {names} given more than once; {'give one of them' if pair else 'it takes one value'}.")
 
 
 def forbid_repeated_options(command: Any) -> None:
     """Make ``command`` and every sub-command refuse an option that takes one value given twice
-    (``--out X --out Y``) with a usage error; repeatable options (lists: ``--set``) and flags
-    keep click's behaviour. Works on click's and typer's vendored click alike: the parser's
+    (``--out X --out Y``, ``--overlap --no-overlap``) with a usage error; repeatable options
+    (lists: ``--set``) and plain flags (``--force``) keep click's behaviour. Works on click's and typer's vendored click alike: the parser's
     ``parse_args`` returns the options in the order given, repeats included."""
     for sub in (getattr(command, "commands", None) or {}).values():
         forbid_repeated_options(sub)
