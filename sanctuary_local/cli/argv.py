@@ -32,8 +32,9 @@ def _repeated(ctx: Any, order: list[Any]) -> None:
 def forbid_repeated_options(command: Any) -> None:
     """Make ``command`` and every sub-command refuse an option that takes one value given twice
     (``--out X --out Y``, ``--overlap --no-overlap``) with a usage error; repeatable options
-    (lists: ``--set``) and plain flags (``--force``) keep click's behaviour. Works on click's and typer's vendored click alike: the parser's
-    ``parse_args`` returns the options in the order given, repeats included."""
+    (lists: ``--set``) and plain flags (``--force``) keep click's behaviour. Works on click's
+    and typer's vendored click alike: the parser's ``parse_args`` returns the options in the
+    order given, repeats included."""
     for sub in (getattr(command, "commands", None) or {}).values():
         forbid_repeated_options(sub)
     make_parser = command.make_parser
