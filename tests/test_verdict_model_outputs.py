@@ -15,25 +15,10 @@ from pathlib import Path
 import pytest
 
 from sanctuary_local.cli import main
+from verdict_model_support import claims_file as _claims, error_line as _error
 
 REPO = Path(__file__).resolve().parents[1]
 STORE = REPO / "examples" / "store"
-WORDS = ["reportedly", "officially", "in 2020", "according to posts", "experts say", "again"]
-
-
-def _claims(path: Path, copies: int = 6) -> Path:
-    """Example claims made ``copies`` times over, on one line (as json.dump writes them)."""
-    base = json.loads((REPO / "examples" / "claims.json").read_text())
-    path.write_text(json.dumps([dict(e, claim=f"{e['claim']} ({WORDS[k]})") for k in range(copies) for e in base]))
-    return path
-
-
-def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
-    rc = main(argv)
-    err = capsys.readouterr().err
-    assert rc == 2, err
-    assert "Traceback" not in err and err.startswith("error: "), err
-    return " ".join(err.split())
 
 
 def _tree(d: Path) -> str:
