@@ -178,3 +178,32 @@ def test_repeat_cases_cover_the_commands() -> None:
     """Guards the discovery: lists and single-value options exist where expected."""
     assert {"eval", "run", "check", "serve"} <= set(SINGLE)
     assert {"run", "check", "serve", "verdict-model train"} <= set(REPEATABLE)
+
+
+def test_a_ctrl_c_no_command_handles_says_aborted(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """typer turns a KeyboardInterrupt that reaches it into exit 130 without a word (found by
+    the serve audit: Ctrl-C while serve started printed nothing); main now says "aborted"."""
+    import sanctuary_local.machine.doctor as doctor
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(doctor, "diagnose", interrupted)
+    assert main(["doctor"]) == 130
+    assert capsys.readouterr().err.strip() == "aborted"
+
+
+def test_a_commands_own_stop_line_is_not_followed_by_aborted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`index` prints its own "stopped: ..." line on Ctrl-C and exits 130: no second line."""
+    import sanctuary_local.corpus.build as build
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build, "build_index", interrupted)
+    (tmp_path / "docs").mkdir()
+    assert main(["index", str(tmp_path / "docs"), "--out", str(tmp_path / "ix"), "--quiet"]) == 130
+    err = capsys.readouterr().err
+    assert "stopped:" in err and "aborted" not in err, err

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -93,6 +94,21 @@ def _show_usage_error(exc: BaseException) -> int:
     return code
 
 
+def _say_aborted(command: Any) -> None:
+    """typer turns a Ctrl-C that no command handles into a silent exit 130: say so in one
+    line. (Commands with their own stop handling print their line and exit themselves.)"""
+    invoke = command.invoke
+
+    def invoke_saying(ctx: Any) -> Any:
+        try:
+            return invoke(ctx)
+        except KeyboardInterrupt:
+            err_console.print("aborted")
+            raise
+
+    command.invoke = invoke_saying
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``sanctuary-local`` console script."""
     import typer.main
@@ -103,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         command = typer.main.get_command(app)
         forbid_repeated_options(command)  # `--out X --out Y`: a usage error, not the last one
+        _say_aborted(command)
         # prog_name: usage lines name the command users type, also under `python -m` or a test
         rc = command.main(args=argv, standalone_mode=False, prog_name=app.info.name)
     except UserError as exc:
