@@ -10,11 +10,13 @@ changed"). Now one error line, nothing written. These tests fail on the code bef
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from sanctuary_local.cli import main
+from sanctuary_local.verdict_model.store import resolve
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -48,15 +50,16 @@ def test_verdict_model_eval_json_is_not_written_over_the_claims_or_into_the_mode
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     claims = _copy(EXAMPLES / "claims.json", tmp_path / "claims.json")
     before = claims.read_bytes()
-    model = tmp_path / "model"
-    model.mkdir()
+    model = tmp_path / "model"  # a real model: an empty folder is refused first as no model at all
+    shutil.copytree(resolve("packaged:verdict-tfidf"), model)
+    files = sorted(p.name for p in model.iterdir())
     assert main(["verdict-model", "eval", "--claims", str(claims), "--json", str(claims)]) == 2
     assert f"{claims}: cannot write the metrics: it is the input" in capsys.readouterr().err
     assert claims.read_bytes() == before
     assert main(["verdict-model", "eval", "--claims", str(claims), "--model", str(model),
                  "--json", str(model / "metrics.json")]) == 2
     assert "is inside the input" in capsys.readouterr().err
-    assert list(model.iterdir()) == []
+    assert sorted(p.name for p in model.iterdir()) == files
 
 
 @pytest.mark.parametrize("dst_name", ["gold.csv", "sub.csv"])
