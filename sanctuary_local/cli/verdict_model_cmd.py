@@ -216,14 +216,15 @@ def fit_rule(
     if evidence is not None and not evidence.is_file():
         what = "is a directory, not an evidence file" if evidence.is_dir() else "no such evidence file"
         raise UserError(f"{evidence}: {what} (build one with 'verdict-model evidence')")
-    a, b = _range(indices, len(read_claims(claims)), claims)  # past the end: one line, not a fit on fewer claims
-    xs = labelled(read_claims(claims)[a:b], f"{claims} [{a}:{b}]")
+    all_claims = read_claims(claims)
+    a, b = _range(indices, len(all_claims), claims)  # past the end: one line, not a fit on fewer claims
+    xs = labelled(all_claims[a:b], f"{claims} [{a}:{b}]")
     if evidence is not None:
         from sanctuary_local.verdict_model.evidence import check_claims_match, inputs_from_evidence, read_evidence
 
         found = read_evidence(evidence)
-        check_claims_match(read_claims(claims)[a:b], found, evidence, claims)
-        xs = inputs_from_evidence(read_claims(claims)[a:b], found)
+        check_claims_match(all_claims[a:b], found, evidence, claims)
+        xs = inputs_from_evidence(all_claims[a:b], found)
         if not xs:
             raise UserError(f"{evidence}: no claim of {claims} [{a}:{b}] has retrieved evidence there")
     m = load_model(str(model_dir))

@@ -80,12 +80,13 @@ def _flat(d: Any, prefix: str = "retrieval.") -> dict[str, Any]:
     return {k: v for key, value in d.items() for k, v in _flat(value, f"{prefix}{key}.").items()}
 
 
-def check_settings(path: Path, identity: dict[str, Any]) -> None:
+def check_settings(path: Path, identity: dict[str, Any], recorded: list[tuple[int, dict[str, Any] | None]]) -> None:
     """Refuse to extend ``path`` with records retrieved with other settings than its own (one
     line naming the file and the first setting that differs); a file whose lines record no
-    settings (written before they were recorded) cannot be checked, so it is refused too."""
+    settings (written before they were recorded) cannot be checked, so it is refused too.
+    ``recorded``: the file's settings per line, as ``_read`` gives them."""
     identity = orjson.loads(orjson.dumps(identity))  # as a line reads back (a tuple is a list)
-    for n, found in _read(path)[1]:
+    for n, found in recorded:
         if found is None:
             raise UserError(f"{path}:{n}: records no retrieval settings (written by an older version), so a resume "
                             "cannot check they are this run's; give a new --out")
@@ -222,7 +223,7 @@ def build(claims: Sequence[Claim], store: Path, out: Path, *, profile: str = "cp
     cfg = load_config(profile, overrides).retrieval
     cfg.index_cache = ""  # the training store is read once; no BM25 cache beside it
     identity = settings_identity(cfg)
-    done = read_evidence(out)
+    done, recorded = _read(out)  # read once: the records to skip and the settings they were retrieved with
     ordered = sample_order(claims, limit, seed)
     if not ordered:
         raise UserError(f"{source}: none of the {len(claims)} claims has gold questions to search with")
@@ -230,7 +231,7 @@ def build(claims: Sequence[Claim], store: Path, out: Path, *, profile: str = "cp
     available = KnowledgeStore(str(store))
     todo = [c for c in todo if available.has(c.index)]
     if todo:  # records retrieved with other settings are never appended to a file's own
-        check_settings(out, identity)
+        check_settings(out, identity, recorded)
     if not done and not todo:  # the wrong store: an empty file and "evidence for 0 claims" said nothing of it
         raise UserError(f"{store}: holds none of the {len(claims)} claims to retrieve for; is it their knowledge store?")
     total = len(done) + len(todo)
