@@ -7,34 +7,14 @@ skip the test with a reason when it is absent.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from collections.abc import Callable
-from types import ModuleType
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
-
-
-def _load_benchmark(name: str) -> ModuleType:
-    """A script of benchmarks/ (not a package) imported as a module, once per session."""
-    if str(REPO / "benchmarks") not in sys.path:  # a script imports its sibling modules (bench_common, ...)
-        sys.path.insert(0, str(REPO / "benchmarks"))
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.modules[name] = mod  # before exec: dataclasses look their module up by name
-        spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return sys.modules[name]
-
-
-@pytest.fixture(scope="session")
-def load_benchmark() -> Callable[[str], ModuleType]:
-    return _load_benchmark
 
 
 @pytest.fixture(scope="session")

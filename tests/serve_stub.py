@@ -18,11 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import _load_benchmark  # noqa: E402
+from support.fake_llm import FakeFactory  # noqa: E402
 
 import sanctuary_local.llm as llm  # noqa: E402
 
-factory = _load_benchmark("fake_llm").FakeFactory(latency_s=float(sys.argv[1]))
+factory = FakeFactory(latency_s=float(sys.argv[1]))
 GRANDCHILD = "import time; time.sleep(600)"
 CHILD = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {GRANDCHILD!r}, 'serve-stub-grandchild']); "
          "time.sleep(600)")

@@ -12,7 +12,7 @@ from sanctuary_local.machine import bench
 from sanctuary_local.cli import main
 from sanctuary_local.errors import UserError
 
-RESULT = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "bench_cpu_examples_4claims.json"
+RESULT = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "speed" / "bench_cpu_examples_4claims.json"
 
 
 @pytest.fixture(scope="module")

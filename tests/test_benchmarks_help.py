@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-SCRIPTS = sorted(p for p in BENCHMARKS.glob("*.py") if "argparse" in p.read_text(encoding="utf-8"))
+SCRIPTS = sorted(p for p in BENCHMARKS.rglob("*.py") if "argparse" in p.read_text(encoding="utf-8"))
 
 
 def test_the_scripts_are_found():
-    assert len(SCRIPTS) >= 20 and BENCHMARKS / "bench_vllm_gpu.py" in SCRIPTS
+    assert len(SCRIPTS) >= 20 and BENCHMARKS / "speed/vllm_gpu.py" in SCRIPTS
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)

@@ -1,5 +1,5 @@
 """`sanctuary-local check` stopped by SIGTERM while a model call runs (the stand-in LLM of
-benchmarks/fake_llm.py, 60 s per request): it ends after its short grace with exit code
+tests/support/fake_llm.py, 60 s per request): it ends after its short grace with exit code
 143, like a second Ctrl-C, leaves no process and removes its temporary run folder. Before,
 one SIGTERM waited for the claim in flight, which for `check` is the whole check."""
 
@@ -18,9 +18,9 @@ from serve_support import ROOT, TINY, build_index
 DRIVER = """
 import sys
 sys.path.insert(0, {tests!r})
-from conftest import _load_benchmark
+from support.fake_llm import FakeFactory
 import sanctuary_local.llm as llm
-llm.make_backend = _load_benchmark("fake_llm").FakeFactory(latency_s=60.0)
+llm.make_backend = FakeFactory(latency_s=60.0)
 from sanctuary_local.cli import main
 sys.exit(main(["check", "Water boils at 70 degrees.", "--corpus", sys.argv[1], "--profile", {tiny!r}]))
 """

@@ -1,6 +1,6 @@
-"""The prompt-injection benchmark (benchmarks/injection.py; issue 27, ask 1), without a model.
+"""The prompt-injection benchmark (benchmarks/injection/injection.py; issue 27, ask 1), without a model.
 
-Its model runs are benchmarks (benchmarks/results/injection_*); here its parts are checked:
+Its model runs are benchmarks (benchmarks/results/injection/injection_*); here its parts are checked:
 every attack reaches exactly one snippet per claim (and the prompt) and leaves the rest
 byte-identical, targets differ from the clean label, ``suspected_injection`` flags every
 attack but not an ordinary fact-check page, and the flip-rate arithmetic is right, with
@@ -22,20 +22,22 @@ from sanctuary_local.records import (
 from sanctuary_local.run.stage_files import STAGE_FILES, StageFile
 from sanctuary_local.stages.evidence_view import suspected_injection
 
-
-@pytest.fixture(scope="module")
-def bench(load_benchmark):
-    return load_benchmark("injection")
+from support.scripts import load_script
 
 
 @pytest.fixture(scope="module")
-def attacks(load_benchmark):
-    return load_benchmark("injection_attacks")
+def bench():
+    return load_script("injection.injection")
 
 
 @pytest.fixture(scope="module")
-def flips(load_benchmark):
-    return load_benchmark("injection_flips")
+def attacks():
+    return load_script("injection.attacks")
+
+
+@pytest.fixture(scope="module")
+def flips():
+    return load_script("injection.flips")
 
 
 PAGE = "The moon is rock, NASA says.\nApollo brought back 382 kg of lunar rock.\nCheese was never found."

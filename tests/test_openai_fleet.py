@@ -5,7 +5,7 @@ others, no request lost or run twice; per-server figures in ``server_stats``.
 The servers are llama.cpp servers (llama-cpp-python, the cpu and dev extras) over the
 packaged Qwen2.5-Coder-0.5B GGUF, one thread each: the fleet logic is the client's and is
 the same for ``vllm serve`` (two vLLM servers do not fit on a 2-core CI machine next to
-each other; ``benchmarks/bench_fleet.py`` ran one for real, see docs/gpu.md)."""
+each other; ``benchmarks/speed/fleet.py`` ran one for real, see docs/gpu.md)."""
 
 from __future__ import annotations
 

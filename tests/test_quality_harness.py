@@ -1,4 +1,6 @@
-"""The end-to-end quality harness (benchmarks/quality_e2e.py): its rows are computed right.
+"""The end-to-end quality harness (benchmarks/quality/e2e.py): its rows are computed right.
+
+from support.scripts import load_script
 
 The harness's model runs are benchmarks (committed under benchmarks/results/); here its
 pure parts are checked on the real dev claims: the oracle evidence is exactly the gold QA
@@ -13,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from support.scripts import load_script
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def harness(load_benchmark):
-    return load_benchmark("quality_e2e")
+def harness():
+    return load_script("quality.e2e")
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +60,7 @@ def test_majority_row_matches_a_hand_count(harness, dev_claims, dev_claims_path)
     assert row["qa"] == 0.0 and row["averitec_0.25"] == 0.0
 
 
-def test_report_renders_every_row_and_compares(harness, load_benchmark, tmp_path):
+def test_report_renders_every_row_and_compares(harness, tmp_path):
     row = {"n": 2, "accuracy": 0.5, "macro_f1": 0.25, "q_only": 0.3, "qa": 0.2, "averitec_0.25": 0.5,
            "per_class": {lab: {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0}
                          for lab in ("Supported", "Refuted", "Not Enough Evidence", "Conflicting Evidence/Cherrypicking")},
@@ -65,11 +69,11 @@ def test_report_renders_every_row_and_compares(harness, load_benchmark, tmp_path
            "rows": {"system": row, "majority_baseline": row, "retrieval_only": row,
                     "oracle_evidence": dict(row, q_only=None, qa=None, verdict_s_per_claim=1.0, flag_rates={})},
            "stage_s_per_claim": {"hyde": 1.0, "retrieval": 2.0, "verdict": 3.0},
-           "flag_rates": {f: 0.0 for f in load_benchmark("quality_stats").RATE_FLAGS}, "models": {"verdict_llm": "m"},
+           "flag_rates": {f: 0.0 for f in load_script("quality.stats").RATE_FLAGS}, "models": {"verdict_llm": "m"},
            "machine": {"cpus": 2, "loadavg_at_end": [1.0, 1.0, 1.0]}, "date": "now", "argv": []}
     md = harness.to_markdown(res)
     for key in res["rows"]:
-        assert load_benchmark("quality_report").ROW_TITLES[key] in md
+        assert load_script("quality.report").ROW_TITLES[key] in md
     paths = harness.write([res, dict(res, label="u")], "cmp", tmp_path)
     assert all(p.stat().st_size > 0 for p in paths)
     assert "| u | cpu | 0:2 |" in paths[1].read_text()
@@ -111,7 +115,7 @@ def test_a_bad_budget_is_one_usage_error_before_any_run(harness, tmp_path, capsy
     assert not (tmp_path / "work").exists() and not list(tmp_path.glob("quality_e2e_*"))
 
 
-def test_llm_usage_counts_tokens_and_prefill_saved_per_stage(harness, load_benchmark, tmp_path):
+def test_llm_usage_counts_tokens_and_prefill_saved_per_stage(harness, tmp_path):
     from sanctuary_local.records import Generation, HydeResult, Prediction
     from sanctuary_local.run.stage_files import STAGE_FILES, StageFile
 
@@ -127,11 +131,11 @@ def test_llm_usage_counts_tokens_and_prefill_saved_per_stage(harness, load_bench
                              "completion_tokens_per_claim": 100.0, "tokens_per_s_in": round(1400 / 15, 1),
                              "tokens_per_s_out": round(200 / 15, 2)}
     assert usage["verdict"]["completion_tokens_per_claim"] == 75.0 and usage["verdict"]["tokens_per_s_out"] == 18.75  # 150 tokens in 8 s
-    assert "| hyde | 700.0 | 300.0 | 100.0 |" in "\n".join(load_benchmark("quality_report").usage_markdown([{"label": "t", "llm_usage": usage}]))
+    assert "| hyde | 700.0 | 300.0 | 100.0 |" in "\n".join(load_script("quality.report").usage_markdown([{"label": "t", "llm_usage": usage}]))
 
 
 # ---------------------------------------------------------------- --corpus (issue 28)
-def test_corpus_source_is_the_index_and_refuses_a_plain_folder(harness, load_benchmark, tmp_path):
+def test_corpus_source_is_the_index_and_refuses_a_plain_folder(harness, tmp_path):
     import argparse
 
     from sanctuary_local.corpus.build import build_index
@@ -146,9 +150,9 @@ def test_corpus_source_is_the_index_and_refuses_a_plain_folder(harness, load_ben
     assert path == tmp_path / "ix" and not (tmp_path / "work").exists()  # no surrogate store built
     assert (src["kind"], src["documents"], src["segments"]) == ("corpus index", rep.units, rep.segments)
     assert src["generation"] == rep.generation
-    text = load_benchmark("quality_report").source_text({"evidence_source": src})
+    text = load_script("quality.report").source_text({"evidence_source": src})
     assert str(tmp_path / "ix") in text and f"{rep.units:,} documents" in text
-    assert load_benchmark("quality_report").source_text({}) == "surrogate knowledge store"  # results made before --corpus
+    assert load_script("quality.report").source_text({}) == "surrogate knowledge store"  # results made before --corpus
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 """``run --engine ray`` (issue 30) on a local Ray cluster of 2 CPUs (2 worker processes).
 
 - the same per-claim records as the local engine (fast: the stand-in LLM of
-  ``benchmarks/fake_llm.py``; ``slow``: the real cpu-fast model at temperature 0);
+  ``tests/support/fake_llm.py``; ``slow``: the real cpu-fast model at temperature 0);
 - faults, each run to the end with every claim in every stage file exactly once: a model
   actor's process SIGKILLed mid-claim, an actor killed by Ray mid-claim (``ray.kill``), the
   driver SIGKILLed and the run resumed;
@@ -27,7 +27,6 @@ import pytest
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.run.stage_files import STAGE_FILES
 
-from conftest import _load_benchmark
 from shared_runs import TINY_TRAINED
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
@@ -37,7 +36,7 @@ EXAMPLES = ROOT / "examples"
 TINY = str(ROOT / "tests" / "data" / "tiny_cpu.toml")
 N = 4  # the example claims
 FILES = [STAGE_FILES[s] for s in ("hyde", "retrieval", "verdict")]
-fake = _load_benchmark("fake_llm")
+from support import fake_llm as fake  # noqa: E402
 
 
 def ray_processes(marker: str) -> list[str]:
@@ -215,9 +214,9 @@ def test_actor_killed_by_ray_mid_claim(cluster: None, tmp_path: Path, monkeypatc
 DRIVER = """
 import sys
 sys.path.insert(0, {tests!r})
-from conftest import _load_benchmark
+from support.fake_llm import FakeFactory
 import sanctuary_local.llm as llm
-llm.make_backend = _load_benchmark("fake_llm").FakeFactory(latency_s=float(sys.argv[1]))
+llm.make_backend = FakeFactory(latency_s=float(sys.argv[1]))
 from sanctuary_local.cli import main
 sys.exit(main(["run", "--claims", {claims!r}, "--store", {store!r}, "--out", sys.argv[2], "--profile", {tiny!r},
                "--quiet", "--engine", "ray", "--workers", "2"]))

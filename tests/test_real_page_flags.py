@@ -1,4 +1,4 @@
-"""The real-page false-flag benchmark (benchmarks/real_page_flags.py) and the pattern names
+"""The real-page false-flag benchmark (benchmarks/injection/real_page_flags.py) and the pattern names
 it reports (``evidence_view.why_flagged``), without a model."""
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ import pytest
 from sanctuary_local.io.leaderboard import format_evi
 from sanctuary_local.stages.evidence_view import PATTERN_NAMES, why_flagged
 
+from support.scripts import load_script
+
 
 @pytest.fixture(scope="module")
-def bench(load_benchmark):
-    return load_benchmark("real_page_flags")
+def bench():
+    return load_script("injection.real_page_flags")
 
 
 @pytest.mark.parametrize(("text", "names"), [

@@ -24,9 +24,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def synthetic_claim(load_benchmark) -> tuple[list[Document], list[str]]:
+def synthetic_claim() -> tuple[list[Document], list[str]]:
     """A small seeded synthetic claim (shape of the real store at 2 % scale) and its queries."""
-    syn = load_benchmark("synthetic_store")
+    from support import synthetic_store as syn
+
     rng = np.random.default_rng(3)
     vocab = syn.vocabulary(rng, 8000)
     raw = syn.claim_documents(rng, vocab, 0, 0.02)[:300]

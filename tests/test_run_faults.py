@@ -36,7 +36,7 @@ from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.run import stage_files as runstate
 from sanctuary_local.run.stage_files import STAGE_FILES
 
-from conftest import _load_benchmark
+from support.fake_llm import FixedLatencyLLM
 
 #: The stage files of a run with the default config (the optional modes add more; off here).
 RUN_FILES = [STAGE_FILES[s] for s in ("hyde", "retrieval", "verdict")]
@@ -49,7 +49,7 @@ STAGE1, STAGE2, STAGE3 = STAGE_FILES["hyde"], STAGE_FILES["retrieval"], STAGE_FI
 
 
 #: Answers every HyDE prompt with one question and every verdict prompt with a label (no latency).
-StubLLM = _load_benchmark("fake_llm").FixedLatencyLLM
+StubLLM = FixedLatencyLLM
 
 
 def use_stub(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -137,7 +137,7 @@ def test_early_stop_walks_a_bm25_prefix(base) -> None:
 def test_early_stop_equals_exhaustive_when_the_walk_covers_every_hit(base, docs, queries) -> None:
     """The stop condition is only provably safe when it keeps every retrieved segment;
     then the results are identical. (Below that it is an approximation, measured in
-    benchmarks/results/retrieval_issue14_*.md.)"""
+    benchmarks/results/speed/retrieval_semantic_fast_*.md.)"""
     full = base.retrieve(docs, queries)
     early = _variant(base, semantic_candidates=10_000).retrieve(docs, queries)
     assert _kept(early) == _kept(full)

@@ -374,7 +374,7 @@ def test_evidence_is_stage_two_snippets_that_reconstruct_from_the_store(train_ev
 
 def test_evidence_build_searches_with_the_queries_it_is_given(train_evidence: tuple[Path, Path], tmp_path: Path) -> None:
     """``build(queries=…)``: each gold question searched with a hypothetical answer (the claim's
-    text, as ``benchmarks/verdict_hyde_evidence.py`` does) reaches stage 2 and its record."""
+    text, as ``benchmarks/verdict/hyde_evidence.py`` does) reaches stage 2 and its record."""
     from sanctuary_local.records import Query
     from sanctuary_local.verdict_model.evidence import build, read_evidence
     from sanctuary_local.verdict_model.train import read_training_claims
@@ -499,7 +499,7 @@ def test_train_on_retrieved_evidence_records_it_in_the_card(train_evidence: tupl
 
 def test_card_names_evidence_searched_with_hypothetical_answers(train_evidence: tuple[Path, Path],
                                                                tmp_path: Path) -> None:
-    """A file whose queries carry a hypothetical answer (``verdict_hyde_evidence.py build``) is
+    """A file whose queries carry a hypothetical answer (``verdict/hyde_evidence.py build``) is
     recorded as such in the card, not as gold questions alone."""
     claims, path = train_evidence
     lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]

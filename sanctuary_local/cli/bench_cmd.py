@@ -23,7 +23,7 @@ def bench(
     scale: float = typer.Option(0.05, "--scale", help="Synthetic store size (1.0 ≈ 95 MB/claim, the real store's).", rich_help_panel=INPUTS),
     limit: int = typer.Option(None, "--limit", help="Only the first N claims.", rich_help_panel=INPUTS),
     out: Path = typer.Option(None, "--out", help="Run directory (default: a temporary one).", rich_help_panel=OUTPUTS),
-    results_dir: Path = typer.Option(Path("benchmarks/results"), "--results-dir", help="Where bench_<label>.* go.", rich_help_panel=OUTPUTS),
+    results_dir: Path = typer.Option(Path("benchmarks/results/speed"), "--results-dir", help="Where bench_<label>.* go.", rich_help_panel=OUTPUTS),
     label: str = typer.Option(None, "--label", help="Result name (default: <profile>_<source>_<N>).", rich_help_panel=OUTPUTS),
     profile: str = typer.Option("cpu", "--profile", help=PROFILE_HELP, rich_help_panel=MODELS),
     set_: list[str] = typer.Option([], "--set", help="Config override key=value (repeatable), as in `run`.", rich_help_panel=MODELS),

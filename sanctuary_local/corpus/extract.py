@@ -57,7 +57,7 @@ HTML_TOO_DEEP = "html_too_deep_tags_stripped"
 HTML_TOO_WIDE = "html_too_wide_all_text"
 #: Children of one element past which trafilatura is not used: its time grows with the
 #: square of one element's children (one <div> of 10,000 <span>s, 2 MB: 32 s; ten of
-#: 1,000: 1.9 s; benchmarks/results/html_extractors*.md), so a page of many sentences in
+#: 1,000: 1.9 s; benchmarks/results/corpus/html_extractors*.md), so a page of many sentences in
 #: one container took minutes. Such a page is read by lxml instead (``_visible_text``).
 WIDE_CHILDREN = 1000
 _SNIFF_BYTES = 8192

@@ -2,7 +2,7 @@
 
 Input is the ``timings.json`` a run writes (``reporting.RunReporter``); ``summarize`` turns
 it into a bench result, which is written as JSON + markdown + a stacked-bar PNG under
-``benchmarks/results/``. ``compare`` gives the per-stage ratio of two results. The 60 s
+``benchmarks/results/speed/``. ``compare`` gives the per-stage ratio of two results. The 60 s
 per-claim budget is the FEVER-8 shared task's (SANCTUARY paper §5.5).
 """
 
@@ -213,12 +213,12 @@ def write_comparison(cmp: dict[str, Any], a: dict[str, Any], b: dict[str, Any], 
 
 
 def synthetic_inputs(n_claims: int, scale: float, out_dir: Path, seed: int = 7) -> tuple[Path, Path]:
-    """Synthetic store (``benchmarks/synthetic_store.py``) plus a claims file matching it.
+    """Synthetic store (``tests/support/synthetic_store.py``) plus a claims file matching it.
 
     Each claim's text is a real line of one of its documents (the generator's first
     query answer), so retrieval has genuine hits; labels are not meaningful.
     """
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "synthetic_store.py"
+    script = Path(__file__).resolve().parents[2] / "tests" / "support" / "synthetic_store.py"
     if not script.is_file():
         raise UserError(f"--synthetic needs {script} (a source checkout of sanctuary_local)")
     store = out_dir / "store"

@@ -1,0 +1,1 @@
+"""Test support: stand-ins and generators that tests (and some benchmarks) share."""
