@@ -125,6 +125,12 @@ def test_sigterm_ends_the_server_and_the_check_resumes(index: Path, tmp_path: Pa
         again.close()
     assert view["status"] == "done" and view["notes"] == record["notes"], view
     assert stage_lines(data / "checks" / check_id / "run") == {"hyde": 1, "retrieval": 1, "verdict": 1}
+    # the stage the stop interrupted keeps its record (issue 68: a stop right after stage 1 lost
+    # it, and the resumed check showed "hyde: waiting, seconds: null")
+    assert "hyde" in record["stage_seconds"], record
+    assert [(s["name"], s["state"]) for s in view["stages"]] == [("hyde", "done"), ("retrieval", "done"),
+                                                                 ("verdict", "done")], view["stages"]
+    assert all(s["seconds"] is not None for s in view["stages"]), view["stages"]
 
 
 def stop_lines(server: Server) -> list[str]:

@@ -200,8 +200,8 @@ class CheckStore:
         return self.records.get(check_id) if ID_PATTERN.fullmatch(check_id) else None
 
     def active(self) -> list[CheckRecord]:
-        """The checks not finished, oldest first (the queue's order)."""
-        return sorted((r for r in self.records.values() if r.status in ACTIVE), key=lambda r: r.id)
+        """The checks not finished, oldest first (the queue's order; by number: ``1000000`` after ``999999``)."""
+        return sorted((r for r in self.records.values() if r.status in ACTIVE), key=lambda r: int(r.id))
 
     def recover(self) -> list[CheckRecord]:
         """The checks a stopped server left unfinished, ready to queue again (see the module docstring)."""

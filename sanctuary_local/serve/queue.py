@@ -45,9 +45,10 @@ class QueueFull(Exception):
 
 # ------------------------------------------------------------------------ ETA
 def _finished(store: CheckStore) -> list[CheckRecord]:
-    """The last ``ETA_WINDOW`` finished checks, newest first (one pass over the history)."""
+    """The last ``ETA_WINDOW`` finished checks, newest first (one pass over the history; ids by
+    number: ``1000000`` is newer than ``999999``)."""
     done = (r for r in list(store.records.values()) if r.status == "done" and r.stage_seconds)
-    return heapq.nlargest(ETA_WINDOW, done, key=lambda r: r.id)
+    return heapq.nlargest(ETA_WINDOW, done, key=lambda r: int(r.id))
 
 
 def stage_estimates(store: CheckStore) -> dict[str, float]:
@@ -160,9 +161,12 @@ class CheckRunner:
             self.current = None
 
     def requeue(self, rec: CheckRecord) -> None:
-        """Back to ``queued`` after a stop, with a note; it resumes from its stage files."""
+        """Back to ``queued`` after a stop, with a note; it resumes from its stage files. The
+        stage it stopped in keeps its seconds so far: a stop right after a stage leaves that
+        stage saved, and the resumed run does not run (or time) it again."""
         if self.abandoned:
             return
+        _end_stage(rec)
         rec.notes.append(f"the server stopped during stage {rec.stage or 'start'}: resumes when it starts again")
         rec.status, rec.stage, rec.stage_started = "queued", None, None
         self.store.save(rec)
