@@ -42,10 +42,18 @@ def serve(
                               rich_help_panel=ADVANCED),
     max_body_kb: int = typer.Option(64, "--max-body-kb", help="Largest request body accepted, at least 1 (HTTP 413 "
                                     "above).", rich_help_panel=ADVANCED),
+    session_hours: float = typer.Option(12.0, "--session-hours", help="How long a page login lasts (with --token); "
+                                        "logging out or changing the token ends it sooner.", rich_help_panel=ADVANCED),
+    header_timeout: float = typer.Option(10.0, "--header-timeout", help="Seconds a client has to send a request's "
+                                         "headers, then its body; then HTTP 408 and the connection is closed.",
+                                         rich_help_panel=ADVANCED),
+    max_connections: int = typer.Option(512, "--max-connections", help="Connections open at once (uvicorn's "
+                                        "limit_concurrency); one more gets HTTP 503 and is closed.",
+                                        rich_help_panel=ADVANCED),
 ) -> None:
     """Serve a local web page and JSON API for checking claims against your own documents.
 
-    The page (no script, no outside assets) takes a claim and an optional date, shows the queue and each check's progress by stage, then the verdict with its label probabilities, the questions, each evidence snippet highlighted in its source (file, PDF page, character span) and the justification; every check is kept under --data, and a restart resumes unfinished ones. The API: POST /api/checks, GET /api/checks/ID, GET /api/checks (a page at a time: limit, before), DELETE /api/checks/ID (docs/serve.md). The models load once and serve every check.
+    The page (no script, no outside assets) takes a claim and an optional date, shows the queue and each check's progress by stage, then the verdict with its label probabilities, the questions, each evidence snippet highlighted in its source (file, PDF page, character span) and the justification; every check is kept under --data, and a restart resumes unfinished ones. The API: POST /api/checks, GET /api/checks/ID, GET /api/checks (a page at a time: limit, before), DELETE /api/checks/ID (docs/serve.md). The models load once and serve every check. With --token, a page login lasts --session-hours, and wrong tokens are slowed down, then refused (HTTP 429), per client address.
 
     Ctrl-C or SIGTERM stops it within 5 s: one line says what became of the checks (the one running and the waiting ones stay queued and resume at the next start), every process it started ends, and it exits 130 (Ctrl-C) or 143 (SIGTERM); while it starts, before it prints its address, either one prints `aborted` and leaves --data as it was. Exit code 2: bad settings."""
     from sanctuary_local.cli.run_cmd import parse_overrides
@@ -55,7 +63,8 @@ def serve(
     settings = ServeSettings(corpus=corpus, data=data, profile=profile, host=host, port=port, token=token or None,
                              token_in_argv=getattr(source, "name", "") == "COMMANDLINE",
                              max_queued=max_queue, max_body=max_body_kb * 1024, overrides=parse_overrides(set_) or None,
-                             models_dir=models_dir)
+                             models_dir=models_dir, session_hours=session_hours, header_timeout_s=header_timeout,
+                             max_connections=max_connections)
     code = run_server(settings)
     # Everything is saved and closed: skip the interpreter's teardown of torch and llama.cpp,
     # which takes seconds and would break the promise of a stop within 5 s of SIGTERM.

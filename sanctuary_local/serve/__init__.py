@@ -8,6 +8,8 @@ against a corpus index of their own documents.
 - ``queue``: the bounded check queue and its one worker thread;
 - ``jobs``: the checks on disk under ``--data`` (history, and what a restart resumes);
 - ``resident``: the models, loaded once per process and reused by every check;
-- ``security``: body cap, Host check, CSP, bearer token and login cookie, CSRF, corpus paths;
+- ``security``: body cap, Host and Origin checks, CSP, bearer token and login session, CSRF, corpus paths;
+- ``sessions``: the page's login sessions under ``--data``; ``throttle``: token guesses slowed, then refused;
+- ``connections``: uvicorn's HTTP protocol with a header timeout and a cap on open connections;
 - ``rendering``: what a page or the API shows of a check, and the Jinja2 templates.
 """

@@ -19,7 +19,8 @@ from sanctuary_local.serve import rendering
 from sanctuary_local.serve.jobs import CheckRecord
 from sanctuary_local.serve.paging import PagingError, history_page, paging_args
 from sanctuary_local.serve.queue import QueueFull
-from sanctuary_local.serve.routes import ClaimError, Context, ctx_of, parse_claim, result_of
+from sanctuary_local.serve.routes import ClaimError, Context, client_of, ctx_of, parse_claim, result_of
+from sanctuary_local.serve.throttle import Throttled
 
 __all__ = ["api_create", "api_get", "api_list", "api_refusal", "api_status", "error"]
 
@@ -29,9 +30,14 @@ def error(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers or None)
 
 
-def api_refusal(request: Request) -> JSONResponse | None:
-    if ctx_of(request).guard.bearer_ok(request.headers.get("authorization")):
-        return None
+async def api_refusal(request: Request) -> JSONResponse | None:
+    """None when the call may go on; else 401 (no or a wrong bearer token) or 429 (too many
+    wrong ones from this address: ``throttle``)."""
+    try:
+        if await ctx_of(request).guard.bearer_ok(request.headers.get("authorization"), client_of(request)):
+            return None
+    except Throttled as exc:
+        return error(429, str(exc), **{"retry-after": str(exc.retry_after)})
     return error(401, "missing or wrong bearer token (send 'Authorization: Bearer TOKEN')", **{"www-authenticate": "Bearer"})
 
 
@@ -46,7 +52,7 @@ def api_view(ctx: Context, rec: CheckRecord, with_result: bool = True) -> dict[s
 
 
 async def api_create(request: Request) -> Response:
-    if (refused := api_refusal(request)) is not None:
+    if (refused := await api_refusal(request)) is not None:
         return refused
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
         return error(415, "send the check as JSON: Content-Type: application/json")
@@ -69,7 +75,7 @@ async def api_create(request: Request) -> Response:
 
 
 async def api_get(request: Request) -> Response:
-    if (refused := api_refusal(request)) is not None:
+    if (refused := await api_refusal(request)) is not None:
         return refused
     ctx = ctx_of(request)
     rec = ctx.store.get(request.path_params["check_id"])
@@ -80,7 +86,7 @@ async def api_get(request: Request) -> Response:
 
 async def api_list(request: Request) -> Response:
     """``GET /api/checks?limit=N&before=ID``: a page of checks, newest first (``paging``)."""
-    if (refused := api_refusal(request)) is not None:
+    if (refused := await api_refusal(request)) is not None:
         return refused
     ctx = ctx_of(request)
     try:
@@ -94,7 +100,7 @@ async def api_list(request: Request) -> Response:
 
 
 async def api_status(request: Request) -> Response:
-    if (refused := api_refusal(request)) is not None:
+    if (refused := await api_refusal(request)) is not None:
         return refused
     ctx = ctx_of(request)
     return JSONResponse({"state": ctx.queue.state, "problem": ctx.queue.problem, "waiting": len(ctx.queue.waiting()),

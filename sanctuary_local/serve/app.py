@@ -39,6 +39,8 @@ log = logging.getLogger("sanctuary_local")
 HTTP_GRACE_S = 1.0
 #: Shortest ``--token`` accepted (it guards a server others can reach).
 MIN_TOKEN_CHARS = 16
+#: Longest ``--session-hours`` and ``--header-timeout`` (seconds) accepted.
+MAX_SESSION_HOURS, MAX_HEADER_TIMEOUT_S = 8760, 3600.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,12 @@ class ServeSettings:
     models_dir: str | None = None
     stop_grace_s: float = 3.0
     """Seconds the check in flight has to reach a stop point when the server stops."""
+    session_hours: float = 12.0
+    """How long a page login lasts (the session cookie's ``Max-Age``)."""
+    header_timeout_s: float = 10.0
+    """Seconds a client has to send a request's headers, then its body (408 and closed after)."""
+    max_connections: int = 512
+    """Connections open at once; one more gets 503 and is closed (``serve/connections.py``)."""
 
 
 def check_settings(s: ServeSettings) -> None:
@@ -83,6 +91,12 @@ def check_settings(s: ServeSettings) -> None:
         raise UserError("--max-queue must be at least 1")
     if s.max_body < 1024:
         raise UserError(f"--max-body-kb must be at least 1, got {s.max_body / 1024:g}")
+    if not 0 < s.session_hours <= MAX_SESSION_HOURS:
+        raise UserError(f"--session-hours must be above 0 and at most {MAX_SESSION_HOURS} (a year), got {s.session_hours:g}")
+    if not 0 < s.header_timeout_s <= MAX_HEADER_TIMEOUT_S:
+        raise UserError(f"--header-timeout must be above 0 and at most {MAX_HEADER_TIMEOUT_S:g} s, got {s.header_timeout_s:g}")
+    if s.max_connections < 1:
+        raise UserError(f"--max-connections must be at least 1, got {s.max_connections}")
     from sanctuary_local.corpus.index import corpus_problem
 
     if problem := corpus_problem(Path(s.corpus), "serve"):
@@ -167,6 +181,7 @@ def _app(s: ServeSettings) -> Any:
     from sanctuary_local.serve.jobs import CheckStore
     from sanctuary_local.serve.queue import CheckQueue
     from sanctuary_local.serve.security import Guard, IndexedFiles, SecurityMiddleware, load_secret
+    from sanctuary_local.serve.sessions import Sessions
 
     index = CorpusIndex(s.corpus)  # before --data: an index that does not open leaves nothing written
     made = _absent(Path(s.data))
@@ -180,7 +195,9 @@ def _app(s: ServeSettings) -> Any:
         root = Path(str(index.manifest.get("root") or s.corpus))
         queue = CheckQueue(store, s.corpus, s.profile, max_queued=s.max_queued, overrides=s.overrides,
                            models_dir=s.models_dir)
-        ctx = r.Context(store, queue, Guard(load_secret(store.data), s.token), Path(s.corpus), root,
+        secret = load_secret(store.data)
+        sessions = Sessions(store.data, secret, s.token, s.session_hours * 3600) if s.token else None
+        ctx = r.Context(store, queue, Guard(secret, s.token, sessions), Path(s.corpus), root,
                         IndexedFiles(Path(s.corpus)), Path(s.corpus).resolve().name)
     except BaseException:  # e.g. the secret cannot be written: leave --data as it was found
         _undo(made, Path(s.data), locked=True)
@@ -206,7 +223,9 @@ def _app(s: ServeSettings) -> Any:
         Route("/api/status", api.api_status),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
-                    middleware=[Middleware(SecurityMiddleware, max_body=s.max_body, bound_host=s.host)])
+                    middleware=[Middleware(SecurityMiddleware, max_body=s.max_body, bound_host=s.host,
+                                           body_timeout_s=s.header_timeout_s)])
+    app.router.redirect_slashes = False  # an unknown path is a plain 404, never a Location built from Host
     app.state.ctx = ctx
     app.state.worker_ended = True
     return app
@@ -267,7 +286,10 @@ def _start(s: ServeSettings) -> tuple[Any, socket.socket, Any]:
     socket and the uvicorn server to run it."""
     import uvicorn
 
+    from sanctuary_local.serve.connections import bounded_protocol, ensure_fd_room
+
     check_settings(s)
+    ensure_fd_room(s.max_connections)
     sock = bind(s.host, s.port)  # before --data is created: a port in use leaves nothing behind
     try:
         app = _app(s)
@@ -280,9 +302,26 @@ def _start(s: ServeSettings) -> tuple[Any, socket.socket, Any]:
         print(warning, file=sys.stderr, flush=True)
     print(f"serving http://{shown}:{port}/  corpus {s.corpus}  profile {s.profile}  data {s.data}"
           + ("  (token required)" if s.token else ""), file=sys.stderr, flush=True)
+    _log_to_stderr()
+    # uvicorn's limit_concurrency is checked only once a request's headers are in: one above
+    # the cap, a backstop; the cap itself and the header timeout are in bounded_protocol
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", server_header=False,
-                            proxy_headers=False, timeout_graceful_shutdown=HTTP_GRACE_S)
+                            proxy_headers=False, timeout_graceful_shutdown=HTTP_GRACE_S,
+                            http=bounded_protocol(s.header_timeout_s, s.max_connections),
+                            limit_concurrency=s.max_connections + 1, timeout_keep_alive=5)
     return app, sock, uvicorn.Server(config)
+
+
+def _log_to_stderr() -> None:
+    """The server's own log lines (a throttled address, a sessions file not written) on
+    stderr, one line each: logger ``sanctuary_serve``, not the package's, whose handler is
+    the running check's ``run.log``."""
+    serve_log = logging.getLogger("sanctuary_serve")
+    if not serve_log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s warning: %(message)s", "%Y-%m-%d %H:%M:%S"))
+        serve_log.addHandler(handler)
+        serve_log.propagate = False
 
 
 def run_server(s: ServeSettings) -> int:

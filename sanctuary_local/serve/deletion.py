@@ -44,7 +44,7 @@ async def delete_form(request: Request) -> Response:
 
 async def api_delete(request: Request) -> Response:
     """``DELETE /api/checks/{id}`` (see the module docstring)."""
-    if (refused := api_refusal(request)) is not None:
+    if (refused := await api_refusal(request)) is not None:
         return refused
     check_id = request.path_params["check_id"]
     try:

@@ -7,8 +7,10 @@ source text with its span highlighted), ``/checks/{id}/download`` (``predictions
 ``/files/{path}`` (a corpus file as it is), ``/login``. Forms carry a CSRF token. How a
 claim is read (the page and the API alike): at most ``MAX_CLAIM_CHARS`` characters (422 above); one
 made only of whitespace and invisible format characters (zero-width spaces, bidi marks:
-category Cf) is empty, and one with a control character other than a line break or a tab
-(NUL, ESC...: category Cc) is refused too (422).
+category Cf) is empty, one with a control character other than a line break or a tab
+(NUL, ESC...: category Cc) is refused too, and so is one with no visible letter or digit once
+the default-ignorable code points (``DEFAULT_IGNORABLE``: the Hangul fillers U+3164...,
+variation selectors) and the combining marks are left out (422 each).
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ from sanctuary_local.serve.jobs import CheckRecord, CheckStore
 from sanctuary_local.serve.paging import HISTORY_ROWS, PagingError, history_page, paging_args
 from sanctuary_local.serve.queue import CheckQueue, QueueFull
 from sanctuary_local.serve.security import FILE_CSP, SESSION_COOKIE, SID_COOKIE, Guard, IndexedFiles, corpus_file
+from sanctuary_local.serve.throttle import Throttled
 
-__all__ = ["MAX_CLAIM_CHARS", "ClaimError", "Context", "ctx_of", "page", "parse_claim", "posted_form", "result_of"]
+__all__ = ["DEFAULT_IGNORABLE", "MAX_CLAIM_CHARS", "ClaimError", "Context", "client_of", "ctx_of", "page", "parse_claim",
+           "posted_form", "result_of"]
 
 #: Longest claim accepted, in characters.
 MAX_CLAIM_CHARS = 2000
@@ -48,6 +52,20 @@ def refresh_s(status: str, position: int | None, off: bool) -> int | None:
         return None
     return REFRESH_S if status == "running" else min(REFRESH_MAX_S, REFRESH_S + REFRESH_PER_PLACE * (position or 0))
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+#: Unicode's Default_Ignorable_Code_Point ranges (DerivedCoreProperties.txt, Unicode 15.1):
+#: drawn as nothing, some of them letters (U+3164 HANGUL FILLER is category Lo).
+DEFAULT_IGNORABLE = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+                     (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+                     (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+                     (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
+NO_VISIBLE = ("the claim has no visible letter or digit (invisible characters such as U+3164 HANGUL FILLER and "
+              "combining marks on their own do not count)")
+
+
+def _visible(c: str) -> bool:
+    """A letter or digit that is drawn: not default-ignorable, not a combining mark."""
+    code = ord(c)
+    return unicodedata.category(c)[0] in "LN" and not any(lo <= code <= hi for lo, hi in DEFAULT_IGNORABLE)
 #: What corpus files are sent as; anything else is a download.
 _TYPES = {".pdf": "application/pdf", ".txt": "text/plain; charset=utf-8", ".md": "text/plain; charset=utf-8",
           ".html": "text/html; charset=utf-8", ".htm": "text/html; charset=utf-8", ".json": "application/json"}
@@ -85,6 +103,8 @@ def parse_claim(claim: Any, claim_date: Any) -> tuple[str, str | None]:
                          f"{claim.index(bad) + 1:,}); only line breaks and tabs are allowed")
     if len(claim) > MAX_CLAIM_CHARS:
         raise ClaimError(f"the claim has {len(claim):,} characters; at most {MAX_CLAIM_CHARS:,} are allowed")
+    if not any(map(_visible, claim)):  # only fillers, combining marks, symbols: nothing to check
+        raise ClaimError(NO_VISIBLE)
     if claim_date in (None, ""):
         return claim, None
     if not isinstance(claim_date, str) or not _DATE.fullmatch(claim_date):
@@ -98,6 +118,17 @@ def parse_claim(claim: Any, claim_date: Any) -> tuple[str, str | None]:
 
 def ctx_of(request: Request) -> Context:
     return request.app.state.ctx
+
+
+def client_of(request: Request) -> str:
+    """The client's address, against which failed token checks are counted (``throttle``)."""
+    return request.client.host if request.client else "unknown"
+
+
+def throttled_page(request: Request, exc: Throttled) -> HTMLResponse:
+    resp = page(request, "serve_login.html", status=429, error=str(exc))
+    resp.headers["retry-after"] = str(exc.retry_after)
+    return resp
 
 
 # ---------------------------------------------------------------------- pages
@@ -245,8 +276,12 @@ def _unit_text(corpus: Path, unit: int | None) -> str:
 
 
 async def download(request: Request) -> Response:
-    if not _logged_in(request) and not ctx_of(request).guard.bearer_ok(request.headers.get("authorization")):
-        return _to_login()
+    if not _logged_in(request):
+        try:
+            if not await ctx_of(request).guard.bearer_ok(request.headers.get("authorization"), client_of(request)):
+                return _to_login()
+        except Throttled as exc:
+            return throttled_page(request, exc)
     ctx = ctx_of(request)
     rec = ctx.store.get(request.path_params["check_id"])
     path = ctx.store.predictions_path(rec.id) if rec is not None and rec.status == "done" else None
@@ -286,17 +321,27 @@ async def login(request: Request) -> Response:
     form = await _form(request)
     if not _csrf_ok(request, form):
         return _csrf_refused()
-    if not guard.token_ok(form.get("token", "")):
-        return page(request, "serve_login.html", status=401, error="wrong token")
+    try:
+        if not await guard.token_ok(form.get("token", ""), client_of(request)):
+            return page(request, "serve_login.html", status=401, error="wrong token")
+    except Throttled as exc:
+        return throttled_page(request, exc)
+    sessions = guard.sessions
     resp = RedirectResponse("/", status_code=303)
-    resp.set_cookie(SESSION_COOKIE, guard.session_value(), httponly=True, samesite="strict", path="/")
+    if sessions is not None:  # always, with a token set
+        resp.set_cookie(SESSION_COOKIE, sessions.start(), max_age=sessions.max_age, httponly=True,
+                        samesite="strict", path="/")
     return resp
 
 
 async def logout(request: Request) -> Response:
+    """Ends this browser's session on the server (the cookie alone would be kept by a copy)."""
     form = await _form(request)
     if not _csrf_ok(request, form):
         return _csrf_refused()
-    resp = RedirectResponse("/login" if ctx_of(request).guard.required else "/", status_code=303)
-    resp.delete_cookie(SESSION_COOKIE, path="/")
+    guard = ctx_of(request).guard
+    if guard.sessions is not None:
+        guard.sessions.end(request.cookies.get(SESSION_COOKIE, ""))
+    resp = RedirectResponse("/login" if guard.required else "/", status_code=303)
+    resp.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
     return resp

@@ -1,13 +1,18 @@
 """What keeps the server safe to run next to untrusted documents and browsers.
 
 - ``SecurityMiddleware`` (ASGI, outermost): a request body over ``max_body`` bytes gets 413
-  before any handler reads it; a ``Host`` that is not the server's own gets 421 (a web
-  page cannot reach a loopback server through DNS rebinding); every response gets a
-  Content-Security-Policy that runs no script at all (the app has none), no framing, no
-  sniffing, no referrer.
-- ``Guard``: the bearer token of the API and the login cookie of the pages (only when a
-  token is set; a non-loopback ``--host`` needs one), and CSRF tokens for the forms: an
-  HMAC of a random per-browser cookie (``sl_sid``, SameSite=Strict) with the server's secret.
+  before any handler reads it, and one that does not arrive within ``body_timeout_s`` 408;
+  a ``Host`` that is not the server's own gets 421 (a web page cannot reach a loopback
+  server through DNS rebinding), and so does one that is not exactly a host and an optional
+  port (``127.0.0.1:8000@evil.example``); a state-changing API call (not GET, HEAD,
+  OPTIONS) that a browser says comes from another origin (``Origin``, ``Sec-Fetch-Site``)
+  gets 403; every response gets a Content-Security-Policy that runs no script at all (the
+  app has none), no framing, no sniffing, no referrer.
+- ``Guard``: the bearer token of the API and the login session of the pages (only when a
+  token is set; a non-loopback ``--host`` needs one; ``sessions``: a random id per login,
+  kept server-side; ``throttle``: token guesses slowed, then refused, per client address),
+  and CSRF tokens for the forms: an HMAC of a random per-browser cookie (``sl_sid``,
+  SameSite=Strict) with the server's secret.
 - ``corpus_file``: a file of the corpus by its indexed path, canonical and inside the
   corpus root, or None (``../``, absolute paths, symlinks out of the corpus, unindexed files).
   ``IndexedFiles``: the files the index lists, read again when it is re-indexed.
@@ -15,12 +20,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import ipaddress
 import os
+import re
 import secrets
 import threading
+import urllib.parse
 from collections.abc import Awaitable, Callable, Container, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -29,9 +37,11 @@ import orjson
 
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import atomic_write_bytes
+from sanctuary_local.serve.sessions import Sessions
+from sanctuary_local.serve.throttle import Throttle
 
-__all__ = ["CSP", "FILE_CSP", "Guard", "IndexedFiles", "SecurityMiddleware", "corpus_file", "host_allowed", "is_loopback",
-           "load_secret"]
+__all__ = ["CSP", "FILE_CSP", "Guard", "IndexedFiles", "SecurityMiddleware", "corpus_file", "foreign_origin", "host_allowed",
+           "is_loopback", "load_secret", "split_host"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -57,14 +67,43 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+#: A ``Host`` header: a name or IPv4 address, or an IPv6 address in brackets; then an optional port.
+_HOST = re.compile(r"(?:(?P<name>[A-Za-z0-9._-]+)|\[(?P<ip6>[0-9A-Fa-f:.]+)\])(?::(?P<port>[0-9]{1,5}))?")
+#: Methods that change nothing (the others need a same-origin caller on the API).
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+def split_host(host_header: str) -> tuple[str, int | None] | None:
+    """``(host, port)`` of a ``Host`` header taken exactly (RFC 9110: ``host [":" port]``),
+    or None for anything else: userinfo, a path, spaces, a second colon, a port over 65535."""
+    m = _HOST.fullmatch(host_header)
+    if m is None or (m["port"] is not None and int(m["port"]) > 65535):
+        return None
+    return m["name"] or m["ip6"], None if m["port"] is None else int(m["port"])
+
+
 def host_allowed(host_header: str, bound: str) -> bool:
     """Whether a request's ``Host`` may reach a server bound to ``bound``: any loopback name
-    for a loopback server (never a DNS name that merely resolves to it), anything otherwise
-    (the token guards a server on the network)."""
+    for a loopback server (never a DNS name that merely resolves to it), any well-formed host
+    otherwise (the token guards a server on the network; HTTP/1.0 may send none)."""
+    parsed = split_host(host_header)
     if not is_loopback(bound):
+        return parsed is not None or host_header == ""
+    return parsed is not None and is_loopback(parsed[0])
+
+
+def foreign_origin(headers: dict[str, str]) -> bool:
+    """Whether a browser says this request comes from another site or origin: a
+    ``Sec-Fetch-Site`` of ``cross-site`` or ``same-site``, or an ``Origin`` (``null`` included)
+    that is not ``http(s)://`` + this request's ``Host``. A client that sends neither (curl, a
+    script) is not a browser page and passes."""
+    if headers.get("sec-fetch-site", "").lower() in ("cross-site", "same-site"):
         return True
-    name = host_header.rsplit(":", 1)[0] if not host_header.endswith("]") else host_header
-    return is_loopback(name)
+    origin = headers.get("origin")
+    if origin is None:
+        return False
+    parts = urllib.parse.urlsplit(origin)
+    return parts.scheme not in ("http", "https") or parts.netloc.lower() != headers.get("host", "").lower()
 
 
 def load_secret(data: Path) -> bytes:
@@ -90,10 +129,15 @@ def load_secret(data: Path) -> bytes:
 
 
 class Guard:
-    """Token checks (API and pages) and CSRF tokens (forms)."""
+    """Token checks (API and pages; throttled per client address), login sessions, and CSRF
+    tokens (forms). ``sessions`` is None exactly when no token is set."""
 
-    def __init__(self, secret: bytes, token: str | None) -> None:
+    def __init__(self, secret: bytes, token: str | None, sessions: Sessions | None = None,
+                 throttle: Throttle | None = None) -> None:
         self.secret, self.token = secret, token or None
+        self.sessions, self.throttle = sessions, throttle or Throttle()
+        if self.token is not None and sessions is None:
+            raise ValueError("a Guard with a token needs its Sessions")
 
     def _mac(self, what: str) -> str:
         return hmac.new(self.secret, what.encode("utf-8"), hashlib.sha256).hexdigest()
@@ -102,25 +146,26 @@ class Guard:
     def required(self) -> bool:
         return self.token is not None
 
-    def bearer_ok(self, authorization: str | None) -> bool:
-        """The API's ``Authorization: Bearer TOKEN`` (always true without a token)."""
-        if self.token is None:
-            return True
-        scheme, _, value = (authorization or "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), self.token.encode())
-
-    def token_ok(self, value: str) -> bool:
+    def _matches(self, value: str) -> bool:
         return self.token is not None and hmac.compare_digest(value.strip().encode(), self.token.encode())
 
-    def session_value(self) -> str:
-        """The login cookie's value: derived from the token, so a new token logs everyone out."""
-        return self._mac(f"session:{self.token}")
-
-    def cookie_ok(self, cookies: dict[str, str]) -> bool:
-        """A page request's login cookie (always true without a token)."""
+    async def bearer_ok(self, authorization: str | None, client: str) -> bool:
+        """The API's ``Authorization: Bearer TOKEN`` (always true without a token); a wrong
+        one sent counts against ``client`` (``Throttled`` when it is blocked)."""
         if self.token is None:
             return True
-        return hmac.compare_digest(cookies.get(SESSION_COOKIE, "").encode(), self.session_value().encode())
+        if not authorization:
+            return False
+        scheme, _, value = authorization.partition(" ")
+        return await self.throttle.check(client, lambda: scheme.lower() == "bearer" and self._matches(value))
+
+    async def token_ok(self, value: str, client: str) -> bool:
+        """The login form's token; a wrong one counts against ``client`` (``Throttled``)."""
+        return self.token is not None and await self.throttle.check(client, lambda: self._matches(value))
+
+    def cookie_ok(self, cookies: dict[str, str]) -> bool:
+        """A page request's login session (always true without a token)."""
+        return self.sessions is None or self.sessions.valid(cookies.get(SESSION_COOKIE, ""))
 
     def csrf_for(self, sid: str) -> str:
         return self._mac(f"csrf:{sid}")
@@ -176,19 +221,28 @@ def corpus_file(root: Path, rel: str, indexed: Container[str]) -> Path | None:
 class SecurityMiddleware:
     """Body cap, Host check and security headers for every request (see the module docstring)."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]], *, max_body: int, bound_host: str) -> None:
-        self.app, self.max_body, self.bound_host = app, max_body, bound_host
+    def __init__(self, app: Callable[..., Awaitable[None]], *, max_body: int, bound_host: str,
+                 body_timeout_s: float | None = None) -> None:
+        self.app, self.max_body, self.bound_host, self.body_timeout_s = app, max_body, bound_host, body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         if not host_allowed(headers.get("host", ""), self.bound_host):
-            return await _plain(send, 421, "this server answers only to its own address (a loopback name)")
+            return await _plain(send, 421, "this server answers only to its own address (a loopback name)"
+                                if is_loopback(self.bound_host) else "the Host header is not a host and a port")
+        if scope["path"].startswith("/api/") and scope["method"] not in SAFE_METHODS and foreign_origin(headers):
+            return await _plain(send, 403, "refused: this API call comes from another site's page (Origin, "
+                                "Sec-Fetch-Site); call the API from a script or this server's own pages")
         length = headers.get("content-length", "")
         if length and (not length.isdigit() or int(length) > self.max_body):
             return await _plain(send, 413, f"request body too large: at most {self.max_body} bytes")
-        body = await _read_body(receive, self.max_body)
+        try:
+            body = await asyncio.wait_for(_read_body(receive, self.max_body), self.body_timeout_s)
+        except asyncio.TimeoutError:  # a body sent a byte at a time holds its connection: closed
+            return await _plain(send, 408, f"the request body did not arrive within {self.body_timeout_s:g} s",
+                                close=True)
         if body is None:
             return await _plain(send, 413, f"request body too large: at most {self.max_body} bytes")
         await self.app(scope, _replay(body), _with_headers(send))
@@ -240,9 +294,11 @@ def _with_headers(send: Send) -> Send:
     return wrapped
 
 
-async def _plain(send: Send, status: int, message: str) -> None:
-    """A JSON error answered before the app (``{"error": message}``)."""
+async def _plain(send: Send, status: int, message: str, close: bool = False) -> None:
+    """A JSON error answered before the app (``{"error": message}``); ``close``: and the
+    connection is closed after it."""
     body = orjson.dumps({"error": message})
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await _with_headers(send)({"type": "http.response.start", "status": status,
-                               "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+                               "headers": headers + ([(b"connection", b"close")] if close else [])})
     await send({"type": "http.response.body", "body": body})
