@@ -27,17 +27,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sanctuary_local.errors import UserError
-from sanctuary_local.flag_help import DEGRADING, degraded_reasons
+from sanctuary_local.flag_help import degraded_reasons
 from sanctuary_local.interrupt import RunInterrupted, StopRequest
 from sanctuary_local.models.resolve import set_offline_env
-from sanctuary_local.run.fallbacks import verdict_fallback as _verdict_fallback  # noqa: F401 - tests import it from here
 from sanctuary_local.run.options import RunOptions, RunSummary
-from sanctuary_local.run.prepare import preflight, select_claims
 from sanctuary_local.run.stage_files import storage_error
 from sanctuary_local.run.stages import execute
 from sanctuary_local.run.state import RunState
 
-__all__ = ["DEGRADING", "RunOptions", "RunSummary", "degraded_reasons", "preflight", "run_pipeline", "select_claims"]
+__all__ = ["RunOptions", "RunSummary", "run_pipeline"]
 
 log = logging.getLogger("sanctuary_local")
 

@@ -11,7 +11,7 @@ set -euo pipefail
 PY="${1:-.venv/bin/python}"
 PKGS=(wordnet-base wordnet-sense-index)
 
-if "$PY" -W ignore -m sanctuary_local.evaluation.nltk_data check >/dev/null 2>&1; then
+if "$PY" -W ignore -m sanctuary_local.cli.nltk_data check >/dev/null 2>&1; then
   echo "WordNet 3.0 already installed"
   exit 0
 fi
@@ -33,4 +33,4 @@ if [ ! -f "$SRC/data.noun" ] || [ ! -f "$SRC/index.sense" ]; then
     exit 1
   fi
 fi
-"$PY" -W ignore -m sanctuary_local.evaluation.nltk_data install "$SRC"
+"$PY" -W ignore -m sanctuary_local.cli.nltk_data install "$SRC"

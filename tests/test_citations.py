@@ -18,7 +18,9 @@ from sanctuary_local.stages.citations import (
     CitationReport, annotate, check_citations, find_quote, numbered_snippets, parse_citations,
 )
 from sanctuary_local.stages.evidence_view import drop_order
-from sanctuary_local.stages.verdict.line import build_verdict_request, citation_rates, run_verdict
+from sanctuary_local.stages.verdict.cited import citation_rates
+from sanctuary_local.stages.verdict.line import run_verdict
+from sanctuary_local.stages.verdict.prompt import build_verdict_request
 from test_hyde import CLAIM, ScriptedBackend
 from test_verdict import DOC, HYDE, evidence
 
@@ -348,7 +350,7 @@ def test_a_failed_verdict_or_reask_call_is_not_a_citation_record() -> None:
 
 
 def test_the_recorded_prompt_hash_follows_the_mode() -> None:
-    from sanctuary_local.stages.verdict.line import config_prompt_hash, verdict_prompt_hash
+    from sanctuary_local.stages.verdict.prompt_hash import config_prompt_hash, verdict_prompt_hash
 
     (plain,) = run_verdict([CLAIM], [HYDE], [evidence()], Sequenced([GOOD]), VerdictConfig())
     (cited,) = run_verdict([CLAIM], [HYDE], [evidence()], Sequenced([GOOD]), CFG)

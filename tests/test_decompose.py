@@ -22,7 +22,8 @@ from sanctuary_local.stages.decompose import (
     and_label, parse_check, parse_component_labels, parse_components, run_decompose, with_component_queries,
 )
 from sanctuary_local.stages.trust import apply_trust, domain_of, load_trust
-from sanctuary_local.stages.verdict.line import Parts, run_verdict
+from sanctuary_local.stages.verdict.draft import Parts
+from sanctuary_local.stages.verdict.line import run_verdict
 
 CLAIM = Claim(index=3, text="Musician Lil Nas X partnered with Nike to create 'Satan shoes' that contain real human blood.")
 CFG = DecomposeConfig(max_components=3, check_rounds=2)

@@ -177,6 +177,7 @@ def test_nothing_below_cli_imports_it() -> None:
 #: Modules of the package no command imports, and why they are in the package all the same.
 NOT_FROM_CLI = {
     "sanctuary_local.cli.__main__": "python -m sanctuary_local.cli",
+    "sanctuary_local.cli.nltk_data": "python -m sanctuary_local.cli.nltk_data install|check (scripts/install_nltk_data.sh, run by make install)",
     "sanctuary_local.llm.local_server": "starts llama.cpp servers for the openai_http tests (a test fixture any user can reuse)",
 }
 
@@ -243,8 +244,7 @@ _ENV_ATTRS = {("sys", "argv"), *(("os", n) for n in ("environ", "environb", "get
 #: go, not grow: a new setting is read by the command line and passed down as an argument.
 OUTSIDE_CLI = {
     "sanctuary_local.procs": "argv of its own `python -m sanctuary_local.procs` (the orphan guard a run starts)",
-    "sanctuary_local.evaluation.nltk_data": "argv of `python -m ...nltk_data` (scripts/install_nltk_data.sh); "
-                                            "$SANCTUARY_WORDNET_DIR, where `eval` finds WordNet",
+    "sanctuary_local.evaluation.nltk_data": "$SANCTUARY_WORDNET_DIR, where `eval` finds WordNet",
     "sanctuary_local.models.parts": "$SANCTUARY_CACHE: the model cache every process of a user shares",
     "sanctuary_local.retrieval.embed": "$SANCTUARY_CACHE: where distilled static embedders are kept",
     "sanctuary_local.run.fingerprint": "$SANCTUARY_CACHE: the shared hash cache; git runs without GIT_* variables",

@@ -23,7 +23,9 @@ from sanctuary_local.models.resolve import resolve_model
 from sanctuary_local.prompts import load_schema
 from sanctuary_local.records import LABELS, Chunk, ClaimEvidence, EvidenceSnippet, QueryEvidence
 from sanctuary_local.stages.hyde import build_hyde_request, run_hyde
-from sanctuary_local.stages.verdict.line import LABEL_REASK_TOKENS, build_verdict_request, run_verdict
+from sanctuary_local.stages.verdict.line import run_verdict
+from sanctuary_local.stages.verdict.paper import LABEL_REASK_TOKENS
+from sanctuary_local.stages.verdict.prompt import build_verdict_request
 
 REPO = Path(__file__).resolve().parents[1]
 QWEN = "packaged:qwen2.5-coder-0.5b-instruct-q4-k-m-gguf"

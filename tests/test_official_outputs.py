@@ -27,7 +27,8 @@ from sanctuary_local.io.predictions import (
     MAX_EVIDENCE, NO_ANSWER, predictions_to_leaderboard, prediction_to_official, read_predictions_json,
     write_predictions_json,
 )
-from sanctuary_local.pipeline import degraded_reasons, select_claims
+from sanctuary_local.flag_help import degraded_reasons
+from sanctuary_local.run.prepare import select_claims
 from sanctuary_local.records import (
     Chunk, Claim, ClaimEvidence, EvidenceSnippet, HydeResult, Prediction, Query, QueryEvidence,
 )

@@ -6,7 +6,8 @@ import pytest
 
 from sanctuary_local.config.settings import load_config
 from sanctuary_local.errors import UserError
-from sanctuary_local.pipeline import RunOptions, preflight, run_pipeline
+from sanctuary_local.pipeline import RunOptions, run_pipeline
+from sanctuary_local.run.prepare import preflight
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

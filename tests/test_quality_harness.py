@@ -34,7 +34,7 @@ def dev_claims(dev_claims_path):
 
 def test_oracle_evidence_is_the_gold_qa(harness, dev_claims):
     from sanctuary_local.io.predictions import gold_to_solution
-    from sanctuary_local.stages.verdict.line import evidence_items, format_evidence
+    from sanctuary_local.stages.evidence_view import evidence_items, format_evidence
 
     for claim in dev_claims:
         ev = harness.oracle_evidence(claim)

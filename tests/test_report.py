@@ -38,9 +38,9 @@ EVIL = '<script>document.title="pwned"</script><img src=x onerror="alert(1)">'
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Claims 0-2 of examples/: 0 carries markup, 1 is ordinary, 2 failed in stage 3 (the
     pipeline's own fallback record for a model error)."""
-    from sanctuary_local.pipeline import _verdict_fallback
+    from sanctuary_local.run.fallbacks import verdict_fallback
     from sanctuary_local.stages.evidence import run_retrieval
-    from sanctuary_local.stages.verdict.line import official_evidence
+    from sanctuary_local.stages.evidence_view import official_evidence
 
     out = tmp_path_factory.mktemp("run")
     claims = read_claims(EXAMPLES / "claims.json")[:3]
@@ -53,7 +53,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for c, h, ev in zip(claims, hyde, evs, strict=True):
         sf.append(c.index, ev, {"seconds": 0.0})
         if c.index == 2:
-            preds.append(_verdict_fallback(c, h, ev, RuntimeError(f"CUDA out of memory {EVIL}")))
+            preds.append(verdict_fallback(c, h, ev, RuntimeError(f"CUDA out of memory {EVIL}")))
             continue
         evidence, evidence_all, flags = official_evidence(c, ev)
         claim = c.text if c.index else f"{c.text} {EVIL}"  # claim 0 carries markup that must stay text
@@ -235,7 +235,7 @@ def test_claims_range_and_run_info(run_dir: Path, tmp_path: Path, capsys: pytest
 
 def test_numbering_follows_the_snippets_stage3_dropped(run_dir: Path) -> None:
     from sanctuary_local.records import ClaimEvidence
-    from sanctuary_local.stages.verdict.line import _drop_order
+    from sanctuary_local.stages.evidence_view import drop_order as _drop_order
 
     rec = orjson.loads((run_dir / "stage2_evidence.jsonl").read_bytes().splitlines()[1])["record"]
     ev = ClaimEvidence.from_dict(rec)
@@ -356,7 +356,7 @@ def test_a_reindexed_corpus_keeps_each_snippet_in_its_own_file(tmp_path: Path, r
     which the re-index removes: the report reads the live index instead of stopping there."""
     from sanctuary_local.corpus.source import source_key
     from sanctuary_local.stages.evidence import run_retrieval
-    from sanctuary_local.stages.verdict.line import official_evidence
+    from sanctuary_local.stages.evidence_view import official_evidence
 
     corpus = tmp_path / "corpus"
     shutil.copytree(EXAMPLES / "corpus", corpus)

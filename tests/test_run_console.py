@@ -11,7 +11,7 @@ from rich.console import Console
 
 from sanctuary_local.cli.run_cmd import print_verdicts
 from sanctuary_local.flag_help import FLAG_TEXT, UNKNOWN_TEXT, explain, legend
-from sanctuary_local.pipeline import DEGRADING
+from sanctuary_local.flag_help import DEGRADING
 from sanctuary_local.records import EvidenceItem, Prediction
 from sanctuary_local.run.options import RunSummary
 

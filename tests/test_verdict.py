@@ -15,9 +15,10 @@ from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.records import (
     Chunk, ClaimEvidence, EvidenceSnippet, HydeResult, Prediction, Query, QueryEvidence,
 )
-from sanctuary_local.stages.verdict.line import (
-    build_verdict_request, evidence_items, format_evidence, run_verdict, verdict_prompt_hash,
-)
+from sanctuary_local.stages.evidence_view import evidence_items, format_evidence
+from sanctuary_local.stages.verdict.line import run_verdict
+from sanctuary_local.stages.verdict.prompt import build_verdict_request
+from sanctuary_local.stages.verdict.prompt_hash import verdict_prompt_hash
 from test_hyde import CLAIM, ScriptedBackend
 
 DOC = "Line one about cheese.\nThe moon is rock, NASA says.\nApollo brought back 382 kg of lunar rock."

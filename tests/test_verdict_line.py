@@ -16,10 +16,11 @@ from sanctuary_local.records import (
 )
 from sanctuary_local.stages.verdict import line as verdict
 from sanctuary_local.stages.evidence_view import (
-    FENCE_CLOSE, FENCE_OPEN, MAX_URL_CHARS, format_evidence, neutralize, redact, redact_url, source_name,
+    FENCE_CLOSE, FENCE_OPEN, MAX_URL_CHARS, drop_order, format_evidence, neutralize, redact, redact_url, source_name,
     suspected_injection,
 )
 from sanctuary_local.stages.verdict.cited import annotate_citations, check_and_reask
+from sanctuary_local.stages.verdict.draft import Context, Draft
 from sanctuary_local.stages.verdict.paper import generate, reask_label, reask_parts, text_label
 from sanctuary_local.stages.verdict.prompt import build_prompts, build_verdict_request, guard_flagged
 from sanctuary_local.stages.verdict.trained import classify, justify
@@ -118,10 +119,10 @@ def test_the_prompt_leaves_room_for_the_whole_reasoning():
     paper = VerdictConfig()
     full = backend.count_tokens(build_verdict_request(CLAIM, HYDE, ev, paper, backend)[0].messages)
     paper.llm.max_model_len = full + 200  # room for 200 tokens, not for 2048 reasoning tokens
-    (d,) = build_prompts([verdict.Draft(CLAIM, HYDE, ev)], verdict.Context(backend, paper))
+    (d,) = build_prompts([Draft(CLAIM, HYDE, ev)], Context(backend, paper))
     assert d.dropped and "verdict_trimmed" in d.flags
     paper.llm.max_model_len = full + paper.sampling.max_tokens
-    (d,) = build_prompts([verdict.Draft(CLAIM, HYDE, ev)], verdict.Context(backend, paper))
+    (d,) = build_prompts([Draft(CLAIM, HYDE, ev)], Context(backend, paper))
     assert not d.dropped and "verdict_trimmed" not in d.flags
 
 
@@ -253,7 +254,7 @@ def test_flagged_snippets_are_withheld_silently_and_the_others_keep_their_number
 def test_a_withheld_snippet_is_never_trimmed_and_never_shown_or_cited():
     bad = snip((0, len(ATTACK)), 0.01, text=ATTACK, doc_position=1)  # the lowest score: first to drop
     ev = claim_evidence((snip(ROCK, 0.9), bad, snip(APOLLO, 0.5)))
-    assert verdict.drop_order(ev, frozenset({(0, 1)})) == [(0, 2), (0, 0)]
+    assert drop_order(ev, frozenset({(0, 1)})) == [(0, 2), (0, 0)]
     backend = Backend(["Reasoning: x.\nLabel: Refuted"])
     (p,) = verdict.run_verdict([CLAIM], [HYDE], [ev], backend, VerdictConfig(label_reask="", flagged="withhold"))
     prompt = backend.generated[0].messages[0].content
@@ -286,7 +287,7 @@ def test_line_picks_the_steps_of_the_mode():
 
 
 def test_every_mode_has_its_own_prompt_hash():
-    from sanctuary_local.stages.verdict.prompt import config_prompt_hash
+    from sanctuary_local.stages.verdict.prompt_hash import config_prompt_hash
 
     def trained(model: str = "a", rule: bool = True) -> VerdictConfig:
         return VerdictConfig(mode="trained", trained_model=model, trained_rule=rule)
@@ -316,5 +317,5 @@ def test_unflagged_evidence_is_shown_as_it_is_stored():
     for how in ("redact", "withhold", "show"):
         shown, withheld = guarded(ev, how)
         assert shown is ev and withheld == frozenset(), how
-    (d,) = guard_flagged([verdict.Draft(CLAIM, HYDE, ev)], verdict.Context(Backend(), VerdictConfig()))
+    (d,) = guard_flagged([Draft(CLAIM, HYDE, ev)], Context(Backend(), VerdictConfig()))
     assert d.shown is None and d.view is ev

@@ -291,7 +291,7 @@ def flip_rates(args: argparse.Namespace, cfg: Any, run_cfg: Any, cases: list[Cas
     from sanctuary_local.llm import make_backend
     from sanctuary_local.models.resolve import set_offline_env
     from sanctuary_local.run.stage_files import check_state
-    from sanctuary_local.stages.verdict.prompt import config_prompt_hash
+    from sanctuary_local.stages.verdict.prompt_hash import config_prompt_hash
 
     diffs = verdict_differences(asdict(run_cfg.verdict), asdict(cfg.verdict))
     prompt = config_prompt_hash(cfg.verdict)

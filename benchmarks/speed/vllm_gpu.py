@@ -22,7 +22,8 @@ from sanctuary_local.io.claims import read_claims
 from sanctuary_local.llm import make_backend
 from sanctuary_local.records import ClaimEvidence, QueryEvidence
 from sanctuary_local.stages.hyde import build_hyde_request, parse_hyde
-from sanctuary_local.stages.verdict.line import build_verdict_request, parse_verdict
+from sanctuary_local.stages.verdict.parsing import parse_verdict_output as parse_verdict
+from sanctuary_local.stages.verdict.prompt import build_verdict_request
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -139,25 +139,3 @@ def punkt_parameters() -> Any:
     # Keep nltk's defaultdict(int): unseen word types must read as context 0.
     params.ortho_context.update(english.ORTHO_CONTEXT)
     return params
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m sanctuary_local.evaluation.nltk_data install SRC [DEST]`` / ``check``."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        if args[:1] == ["install"] and len(args) in (2, 3):
-            dest = install_wordnet(Path(args[1]), Path(args[2]) if len(args) == 3 else None)
-            print(f"WordNet 3.0 installed in {dest}")
-        elif args == ["check"]:
-            print(f"WordNet {load_wordnet().get_version()} at {find_wordnet_dir()}; Punkt English OK ({len(punkt_parameters().abbrev_types)} abbreviations)")
-        else:
-            print("usage: python -m sanctuary_local.evaluation.nltk_data install SRC_DIR [DEST_DIR] | check", file=sys.stderr)
-            return 64
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

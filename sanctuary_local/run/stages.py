@@ -87,6 +87,7 @@ def stage_followup(run: RunState, claims: list[Claim], level: int) -> None:
 def stage_verdict(run: RunState, claims: list[Claim], level: int) -> None:
     """Stage 3: the verdict of every claim with evidence, completed by ``with_upstream``."""
     from sanctuary_local.stages.verdict import line as verdict_stage
+    from sanctuary_local.stages.verdict.draft import Parts
 
     evidence = run.final_evidence()
     cfg = apply_level(run.cfg, level)
@@ -95,7 +96,7 @@ def stage_verdict(run: RunState, claims: list[Claim], level: int) -> None:
         d = run.decompose.records.get(c.index) if cfg.decompose.enabled else None
         if d is None or len(d.components) < 2:
             return None
-        return verdict_stage.Parts(d.components, cfg.decompose.verdict_prompt, cfg.decompose.parts_reask)
+        return Parts(d.components, cfg.decompose.verdict_prompt, cfg.decompose.parts_reask)
 
     # each item carries its parts, so ``work`` needs nothing of ``run`` (Ray ships it to its actors)
     todo = [(c, run.hyde.records[c.index], evidence.records[c.index], parts(c))

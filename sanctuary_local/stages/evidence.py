@@ -30,7 +30,6 @@ from sanctuary_local.retrieval.bm25 import BM25Engine, make_engine
 from sanctuary_local.retrieval.chunking import SemanticChunking
 from sanctuary_local.retrieval.embed import make_embedder
 from sanctuary_local.retrieval.segment import Corpus
-from sanctuary_local.stages.evidence_steps import CANDIDATES_PER_SNIPPET  # noqa: F401 - the stage's name for it
 from sanctuary_local.stages.evidence_steps import Clock as _Clock
 from sanctuary_local.stages.evidence_steps import coarse_index, dense_snippets, documents_to_chunk
 

@@ -29,21 +29,17 @@ from collections.abc import Callable, Sequence
 from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.llm.base import LLMBackend
 from sanctuary_local.records import Claim, ClaimEvidence, HydeResult, Prediction
-from sanctuary_local.stages.evidence_view import (  # noqa: F401 - the stage's public names
-    drop_order, evidence_items, format_evidence, official_evidence, placeholder_evidence,
-)
-from sanctuary_local.stages.verdict.cited import annotate_citations, check_and_reask, citation_rates  # noqa: F401
+from sanctuary_local.stages.verdict.cited import annotate_citations, check_and_reask
 from sanctuary_local.stages.verdict.draft import Context, Draft, Parts
-from sanctuary_local.stages.verdict.paper import LABEL_REASK_TOKENS, generate, reask_label, reask_parts, text_label  # noqa: F401
-from sanctuary_local.stages.verdict.parsing import parse_verdict_output
-from sanctuary_local.stages.verdict.prompt import (  # noqa: F401
-    build_prompts, build_verdict_request, config_prompt_hash, verdict_prompt_hash, guard_flagged,
-)
+from sanctuary_local.stages.verdict.paper import generate, reask_label, reask_parts, text_label
+from sanctuary_local.stages.verdict.prompt import build_prompts, guard_flagged
+from sanctuary_local.stages.verdict.prompt_hash import config_prompt_hash
 from sanctuary_local.stages.verdict.record import record
 from sanctuary_local.stages.verdict.trained import TrainedVerdict, classify, justify
 
+__all__ = ["Step", "line", "run_verdict"]
+
 Step = Callable[[list[Draft], Context], list[Draft]]
-_drop_order = drop_order  # the name older callers import
 
 
 def line(cfg: VerdictConfig, decomposed: bool = False) -> tuple[Step, ...]:
@@ -61,11 +57,6 @@ def line(cfg: VerdictConfig, decomposed: bool = False) -> tuple[Step, ...]:
     if cfg.citations:
         steps.append(annotate_citations)
     return tuple(steps)
-
-
-def parse_verdict(text: str, fallback_label: str | None) -> tuple[str, str, tuple[str, ...]]:
-    """``(label, justification, flags)``; see ``parsing.parse_verdict_output``."""
-    return parse_verdict_output(text, fallback_label)
 
 
 def run_verdict(

@@ -28,7 +28,6 @@ from sanctuary_local.records import Claim, ClaimEvidence
 from sanctuary_local.stages.evidence_view import drop_order, format_evidence, guarded, neutralize
 from sanctuary_local.stages.hyde import claim_fields
 from sanctuary_local.stages.verdict.draft import Context, Draft, Key, Parts
-from sanctuary_local.stages.verdict.prompt_hash import config_prompt_hash, verdict_prompt_hash  # noqa: F401 - named from here too
 
 log = logging.getLogger(__name__)
 
