@@ -66,6 +66,8 @@ def _visible(c: str) -> bool:
     """A letter or digit that is drawn: not default-ignorable, not a combining mark."""
     code = ord(c)
     return unicodedata.category(c)[0] in "LN" and not any(lo <= code <= hi for lo, hi in DEFAULT_IGNORABLE)
+
+
 #: What corpus files are sent as; anything else is a download.
 _TYPES = {".pdf": "application/pdf", ".txt": "text/plain; charset=utf-8", ".md": "text/plain; charset=utf-8",
           ".html": "text/html; charset=utf-8", ".htm": "text/html; charset=utf-8", ".json": "application/json"}
