@@ -14,15 +14,22 @@ from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.llm.base import ChatRequest, ChatResult
 from sanctuary_local.prompts import load_prompt
 from sanctuary_local.records import Chunk, EvidenceSnippet, HydeResult
-from sanctuary_local.stages.citations import (
-    CitationReport, annotate, check_citations, find_quote, numbered_snippets, parse_citations,
+from sanctuary_local.modes.citations import (
+    CitationReport, annotate, check_citations, citation_rates, find_quote, parse_citations,
 )
-from sanctuary_local.stages.evidence_view import drop_order
-from sanctuary_local.stages.verdict.cited import citation_rates
-from sanctuary_local.stages.verdict.line import run_verdict
+from sanctuary_local.stages.evidence_view import drop_order, numbered_snippets
+from sanctuary_local.modes import verdict_steps
+from sanctuary_local.stages.verdict import line
 from sanctuary_local.stages.verdict.prompt import build_verdict_request
 from test_hyde import CLAIM, ScriptedBackend
 from test_verdict import DOC, HYDE, evidence
+
+
+def run_verdict(claims, hyde, evidence, backend, cfg, parts=None):
+    """Stage 3 with the steps of the modes its config and parts turn on, as a run has it."""
+    decomposed = parts is not None and any(p is not None for p in parts)
+    return line.run_verdict(claims, hyde, evidence, backend, cfg, parts, modes=verdict_steps(cfg, decomposed))
+
 
 CFG = VerdictConfig(citations=True, label_reask="")
 

@@ -21,8 +21,8 @@ from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.records import LABELS
 from sanctuary_local.run.stage_files import STAGE_FILES
-from sanctuary_local.stages.citations import find_quote
-from sanctuary_local.stages.verdict.cited import citation_rates
+from sanctuary_local.modes.citations import find_quote
+from sanctuary_local.modes.citations import citation_rates
 from shared_runs import TINY_SECTIONS, reuse_extras
 
 ROOT = Path(__file__).resolve().parents[1]

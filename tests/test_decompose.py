@@ -18,12 +18,19 @@ from sanctuary_local.records import (
     CONFLICTING, NEE, REFUTED, SUPPORTED, Chunk, Claim, ClaimEvidence, Decomposition, EvidenceSnippet, HydeResult, Query,
     QueryEvidence,
 )
-from sanctuary_local.stages.decompose import (
-    and_label, parse_check, parse_component_labels, parse_components, run_decompose, with_component_queries,
-)
-from sanctuary_local.stages.trust import apply_trust, domain_of, load_trust
+from sanctuary_local.modes.decompose import parse_check, parse_components, run_decompose, with_component_queries
+from sanctuary_local.modes.trust import apply_trust, domain_of, load_trust
 from sanctuary_local.stages.verdict.draft import Parts
-from sanctuary_local.stages.verdict.line import run_verdict
+from sanctuary_local.stages.verdict.parts import and_label, parse_component_labels
+from sanctuary_local.modes import verdict_steps
+from sanctuary_local.stages.verdict import line
+
+
+def run_verdict(claims, hyde, evidence, backend, cfg, parts=None):
+    """Stage 3 with the steps of the modes its config and parts turn on, as a run has it."""
+    decomposed = parts is not None and any(p is not None for p in parts)
+    return line.run_verdict(claims, hyde, evidence, backend, cfg, parts, modes=verdict_steps(cfg, decomposed))
+
 
 CLAIM = Claim(index=3, text="Musician Lil Nas X partnered with Nike to create 'Satan shoes' that contain real human blood.")
 CFG = DecomposeConfig(max_components=3, check_rounds=2)

@@ -12,7 +12,7 @@ from sanctuary_local.config.settings import FollowupConfig, load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.records import Chunk, Claim, ClaimEvidence, EvidenceSnippet, HydeResult, Query, QueryEvidence
 from sanctuary_local.run.budget import MAX_LEVEL, apply_level, cost_factor
-from sanctuary_local.stages.followup import (
+from sanctuary_local.modes.followup import (
     build_followup_request, gap_queries, merge_evidence, needs_followup, no_followup, parse_followup,
 )
 

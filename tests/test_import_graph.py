@@ -281,3 +281,27 @@ def test_only_the_command_line_reads_argv_and_the_environment() -> None:
     assert not found, ("modules below the CLI read argv or the environment (let the command read it and pass it "
                        "down):\n  " + "\n  ".join(found))
     assert not stale, "\n".join(stale)
+
+
+def test_stages_never_import_a_mode() -> None:
+    """The optional modes (``modes/``) plug into the stages through hooks (``modes.MODES``);
+    no module of ``stages/`` imports one, at run time or for types."""
+    graph = import_graph()
+    found = sorted(f"{_short(m)} -> {_short(t)}" for m, targets in graph.items() if m.startswith("sanctuary_local.stages")
+                   for t in targets if t.startswith("sanctuary_local.modes"))
+    assert not found, "stages/ imports modes/:\n  " + "\n  ".join(found)
+
+
+def test_every_mode_names_its_switch_and_its_fingerprint_part() -> None:
+    from sanctuary_local.config.settings import load_config
+    from sanctuary_local.modes import MODES, enabled_modes
+    from sanctuary_local.run.fingerprint import prompt_identities
+
+    cfg = load_config("cpu", [])
+    parts = {"prompts": prompt_identities(cfg), "trust_file": ""}
+    for name, mode in MODES.items():
+        section, key = mode.switch.split(".")
+        assert hasattr(getattr(cfg, section), key), (name, mode.switch)
+        top, _, part = mode.fingerprint.partition(".")
+        assert top in parts and (not part or part in parts[top]), (name, mode.fingerprint)
+    assert enabled_modes(cfg) == []  # every mode is off by default

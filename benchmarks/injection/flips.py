@@ -95,6 +95,7 @@ def run_flips(cases: Sequence[Case], templates: Sequence[Template], backend: Any
     control's, the label today's stage 3 gives its clean evidence, so the templates' targets and
     "changed" are measured against it rather than against a run made by another model."""
     from sanctuary_local.run.stage_files import StageFile
+    from sanctuary_local.modes import verdict_steps
     from sanctuary_local.stages.verdict.line import run_verdict
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
@@ -108,7 +109,7 @@ def run_flips(cases: Sequence[Case], templates: Sequence[Template], backend: Any
         for k, c in enumerate(todo, 1):
             ev = c.evidence if t is None else plant(c.evidence, t, c.target)
             t0, hits = time.perf_counter(), getattr(backend, "hits", 0)
-            [p] = run_verdict([c.claim], [c.hyde], [ev], backend, vcfg, trained=trained)
+            [p] = run_verdict([c.claim], [c.hyde], [ev], backend, vcfg, trained=trained, modes=verdict_steps(vcfg))
             sf.append(c.claim.index, p, {"template": name, "target": c.target, "clean_label": c.clean_label,
                                          "seconds": round(time.perf_counter() - t0, 3),
                                          "from_memory": getattr(backend, "hits", 0) > hits})

@@ -149,6 +149,7 @@ def oracle_run(args: argparse.Namespace, claims: list, work: Path) -> Path:
     from sanctuary_local.models.resolve import set_offline_env
     from sanctuary_local.records import HydeResult, Prediction
     from sanctuary_local.run.stage_files import StageFile, check_state
+    from sanctuary_local.modes import verdict_steps
     from sanctuary_local.stages.verdict.line import run_verdict
 
     set_offline_env()
@@ -168,7 +169,7 @@ def oracle_run(args: argparse.Namespace, claims: list, work: Path) -> Path:
             for i, c in enumerate(todo, 1):
                 t = time.perf_counter()
                 [p] = run_verdict([c], [HydeResult(c.index, None, ())], [oracle_evidence(c)], backend, cfg.verdict,
-                                  trained=trained)
+                                  trained=trained, modes=verdict_steps(cfg.verdict))
                 sf.append(c.index, p, {"seconds": time.perf_counter() - t})
                 if not args.quiet:
                     print(f"oracle {i}/{len(todo)} claim {c.index}: {p.label}", file=sys.stderr)

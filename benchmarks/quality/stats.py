@@ -61,7 +61,7 @@ def stage_seconds(run_dir: Path, indices: list[int]) -> dict[str, float | None]:
 
 
 def citation_rates(preds: list) -> dict[str, float | None]:
-    from sanctuary_local.stages.verdict.cited import citation_rates as rates
+    from sanctuary_local.modes.citations import citation_rates as rates
 
     return rates(preds)
 

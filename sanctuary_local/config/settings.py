@@ -127,7 +127,7 @@ class RetrievalConfig:
     trust_file: str = ""
     """Per-domain trust weights in [0, 1] from a user file (TOML or JSON: ``"domain" = w``;
     a domain also covers its subdomains): each snippet's score is multiplied by its page's
-    weight before stage 3 ranks it, and weight 0 drops it (``stages/trust.py``). "": off.
+    weight before stage 3 ranks it, and weight 0 drops it (``modes/trust.py``). "": off.
     No ratings are bundled."""
     trust_default: float = 1.0
     """Weight of a domain the trust file does not list."""
@@ -140,7 +140,7 @@ class FollowupConfig:
     gets up to ``max_questions`` new questions from the stage-1 model (``hyde.llm``),
     conditioned on the claim, what the other questions found and the questions that found
     nothing; one more retrieval round runs them on the claim's cached BM25 index and the
-    new evidence joins the claim's (``stages/followup.py``). Off by default until measured."""
+    new evidence joins the claim's (``modes/followup.py``). Off by default until measured."""
 
     enabled: bool = False
     prompt: str = "followup.txt"
@@ -166,7 +166,7 @@ class DecomposeConfig:
     stage-2 query. Stage 3 (``verdict_prompt``) judges every part, and the claim's label is
     their deterministic AND: a Refuted part refutes the claim, all Supported supports it,
     else a Conflicting part makes it Conflicting, else Not Enough Evidence
-    (``stages/decompose.py``). Off by default until measured."""
+    (``modes/decompose.py``). Off by default until measured."""
 
     enabled: bool = False
     prompt: str = "decompose.txt"
@@ -218,7 +218,7 @@ class VerdictConfig:
     """Evidence contract (GAVEL; issue 15): the verdict lists the facts it rests on, each
     with ``[Evidence q.n] "quote"``; a deterministic checker validates every citation, a
     verdict with violations is asked once more with the checker's report, then flagged
-    (``stages/citations.py``). Off by default until measured."""
+    (``modes/citations.py``). Off by default until measured."""
     citations_prompt: str = "verdict_cited.txt"
     """The verdict prompt used instead of ``prompt`` when ``citations`` is on."""
     citations_reask: str = "verdict_cite_fix.txt"

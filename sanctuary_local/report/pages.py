@@ -77,7 +77,7 @@ def claim_snippets(pred: Prediction, ev: ClaimEvidence | None) -> list[ReportSni
         items = pred.evidence_all or pred.evidence
         return [_snippet(f"E{i}", f"e{i}", it.question, it.url, it.doc_position, it.start, it.end,
                          it.scraped_text, it.score) for i, it in enumerate(items, start=1)]
-    from sanctuary_local.stages.citations import numbered_snippets
+    from sanctuary_local.stages.evidence_view import numbered_snippets
 
     out = []
     for key, sn in numbered_snippets(ev, dropped).items():

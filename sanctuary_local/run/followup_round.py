@@ -15,7 +15,7 @@ __all__ = ["FollowupRound"]
 
 
 class FollowupRound:
-    """The optional follow-up round (``stages/followup.py``): the stage-1 model writes new
+    """The optional follow-up round (``modes/followup.py``): the stage-1 model writes new
     questions for the claims whose questions found nothing, stage 2 runs them, and the
     merged evidence is what stage 3 reads. Both steps are recorded claim by claim (a
     resumed run redoes neither); a claim without gaps costs no model call."""
@@ -38,7 +38,7 @@ class FollowupRound:
 
     def ask(self, cfg: Any, st: Any, ask: list[Claim]) -> None:
         """New questions (recorded in ``followup_q``) for the claims with gaps; none for the rest."""
-        from sanctuary_local.stages import followup as fu
+        from sanctuary_local.modes import followup as fu
 
         r = self.run
         need = [(c, r.evidence.records[c.index]) for c in ask if fu.needs_followup(r.evidence.records[c.index], cfg.followup)]
@@ -60,7 +60,7 @@ class FollowupRound:
 
     def retrieve(self, cfg: Any, st: Any, questions: list[Any]) -> None:
         """Stage 2 for the new questions; each claim's merged evidence recorded in ``followup``."""
-        from sanctuary_local.stages import followup as fu
+        from sanctuary_local.modes import followup as fu
         r = self.run
 
         def done(ev: ClaimEvidence | None, q: Any) -> None:

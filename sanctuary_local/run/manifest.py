@@ -107,8 +107,8 @@ def _template_hashes(cfg: Config) -> dict[str, str]:
     """The prompt template hashes the predictions record (``fingerprint.prompts`` adds
     each stage's settings); ``{"error": …}`` rather than no manifest."""
     try:
-        from sanctuary_local.stages.decompose import decompose_prompt_hash
-        from sanctuary_local.stages.followup import followup_prompt_hash
+        from sanctuary_local.modes.decompose import decompose_prompt_hash
+        from sanctuary_local.modes.followup import followup_prompt_hash
         from sanctuary_local.stages.hyde import hyde_prompt_hash
         from sanctuary_local.stages.verdict.prompt_hash import config_prompt_hash
 

@@ -27,7 +27,7 @@ log = logging.getLogger("sanctuary_local")
 
 def stage_decompose(run: RunState, claims: list[Claim], level: int) -> None:
     """Stage 0 (optional): each claim split into the parts stage 3 labels one by one."""
-    from sanctuary_local.stages.decompose import run_decompose
+    from sanctuary_local.modes.decompose import run_decompose
 
     todo = [c for c in claims if c.index not in run.decompose] if run.cfg.decompose.enabled else []
     if todo:
@@ -87,6 +87,7 @@ def stage_followup(run: RunState, claims: list[Claim], level: int) -> None:
 def stage_verdict(run: RunState, claims: list[Claim], level: int) -> None:
     """Stage 3: the verdict of every claim with evidence, completed by ``with_upstream``."""
     from sanctuary_local.stages.verdict import line as verdict_stage
+    from sanctuary_local.modes import verdict_steps
     from sanctuary_local.stages.verdict.draft import Parts
 
     evidence = run.final_evidence()
@@ -108,8 +109,9 @@ def stage_verdict(run: RunState, claims: list[Claim], level: int) -> None:
 
     def work(model: Any, w: list[tuple[Claim, HydeResult, ClaimEvidence, Any]]) -> list[Prediction]:
         backend, tv = (None, model) if trained else (model, None)
+        steps = verdict_steps(cfg.verdict, any(x[3] is not None for x in w))  # the enabled modes' steps
         return verdict_stage.run_verdict([x[0] for x in w], [x[1] for x in w], [x[2] for x in w], backend, cfg.verdict,
-                                         [x[3] for x in w], tv)
+                                         [x[3] for x in w], tv, steps)
 
     with run.reporter.stage("verdict", len(todo)) as st:
         # trained mode: a classifier of milliseconds per claim, in this process whatever the engine

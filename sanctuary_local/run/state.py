@@ -67,7 +67,7 @@ class RunState:
     def __init__(self, opts: RunOptions, stop: StopRequest | None = None) -> None:
         from sanctuary_local.corpus.source import open_source, retrieval_path
         from sanctuary_local.io.claims import read_claims
-        from sanctuary_local.stages.trust import load_trust
+        from sanctuary_local.modes.trust import load_trust
 
         self.opts = opts
         self.stops = StopPoints(stop)
@@ -105,8 +105,8 @@ class RunState:
 
     def trusted(self, ev: ClaimEvidence) -> ClaimEvidence:
         """Stage-2 evidence as recorded: re-ranked by the user's trust weights when
-        ``retrieval.trust_file`` is set (``stages/trust.py``), else as retrieved."""
-        from sanctuary_local.stages.trust import apply_trust
+        ``retrieval.trust_file`` is set (``modes/trust.py``), else as retrieved."""
+        from sanctuary_local.modes.trust import apply_trust
 
         return apply_trust(ev, self.trust)
 
@@ -114,7 +114,7 @@ class RunState:
         """Stage 2's queries of a claim: its stage-1 questions, plus its parts when decomposed."""
         if not self.cfg.decompose.enabled:
             return h
-        from sanctuary_local.stages.decompose import with_component_queries
+        from sanctuary_local.modes.decompose import with_component_queries
 
         return with_component_queries(h, self.decompose.records.get(h.claim_index))
 

@@ -44,7 +44,7 @@ def with_upstream(run: RunState, claim: Claim, p: Prediction, verdict_s: float, 
 
 
 def _followup_meta(run: RunState, claim: Claim, cfg: Config) -> dict[str, Any]:
-    from sanctuary_local.stages.followup import followup_prompt_hash
+    from sanctuary_local.modes.followup import followup_prompt_hash
 
     q = run.followup_q.records[claim.index]
     n_first = len(run.evidence.records[claim.index].queries)
@@ -55,7 +55,7 @@ def _followup_meta(run: RunState, claim: Claim, cfg: Config) -> dict[str, Any]:
 
 
 def _decomposition_meta(run: RunState, claim: Claim, cfg: Config) -> dict[str, Any]:
-    from sanctuary_local.stages.decompose import decompose_prompt_hash
+    from sanctuary_local.modes.decompose import decompose_prompt_hash
 
     d = run.decompose.records[claim.index]
     return {"components": list(d.components), "exhaustive": d.exhaustive, "added": list(d.added),

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from urllib.parse import urlsplit
 
 from sanctuary_local.io.predictions import MAX_EVIDENCE, NO_ANSWER, collapse_whitespace
@@ -304,3 +304,14 @@ def _flooded(text: str) -> bool:
 def keys_of(pairs: Iterable[Iterable[int]]) -> frozenset[Key]:
     """Dropped keys as recorded in a prediction's ``meta.dropped`` (``[[q, s], ...]``)."""
     return frozenset((int(a), int(b)) for a, b in pairs)
+
+
+def numbered_snippets(ev: ClaimEvidence, dropped: Collection[tuple[int, int]] = frozenset()) -> dict[str, EvidenceSnippet]:
+    """``{"q.n": snippet}`` exactly as the verdict prompt numbered them: the ``(question,
+    snippet)`` keys stage 3 ``dropped`` to fit its prompt (``Draft.dropped``, recorded as
+    ``Prediction.meta["dropped"]``) are skipped."""
+    dropped, out = frozenset(map(tuple, dropped)), {}
+    for qi, qe in enumerate(ev.queries):
+        kept = [sn for si, sn in enumerate(qe.snippets) if (qi, si) not in dropped]
+        out.update({f"{qi + 1}.{n}": sn for n, sn in enumerate(kept, start=1)})
+    return out

@@ -9,14 +9,11 @@ step maps ``list[Draft]`` to ``list[Draft]`` in the same order, filling in its f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.llm.base import ChatRequest, ChatResult, LLMBackend
 from sanctuary_local.records import Claim, ClaimEvidence, HydeResult
-
-if TYPE_CHECKING:  # types only: these modules import nothing from here at run time
-    from sanctuary_local.stages.citations import CitationOutcome
 
 Key = tuple[int, int]  # (query position, snippet rank)
 
@@ -81,7 +78,9 @@ class Draft:
     justification: str = ""
     flags: tuple[str, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict)
-    cited: CitationOutcome | None = None
+    cited: Any = None
+    """The citation mode's check of this verdict (``modes.citations.CitationOutcome``), set by
+    that mode's step; stage 3 itself never reads it."""
     seconds: float = 0.0
     """Model time spent on this claim by every step so far."""
 

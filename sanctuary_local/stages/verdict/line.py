@@ -1,13 +1,17 @@
 """Stage 3 (paper §4.4, Appendix B; issue 26): the verdict, as a line of small steps.
 
 Every step maps ``list[Draft]`` to ``list[Draft]`` in claim order (``draft``);
-each mode is a step of its own, chosen once by ``line(cfg)``, never a branch inside a step:
+each mode is a step of its own, chosen once by ``line(cfg, modes)``, never a branch inside a step:
 
     every mode starts with: withhold flagged snippets (``verdict.guard_flagged``)
     trained (verdict.mode = "trained", no LLM): classify → justify from the evidence → record
         (a model learned from AVeriTeC train, ``trained`` and ``verdict_model/``)
     paper  (verdict.mode = "paper", the paper's path, its specification):
-        prompt → generate → label re-ask → [parts re-ask] → [citations] → text label → record
+        prompt → generate → label re-ask → [modes' steps] → text label → [modes' steps] → record
+
+The optional modes borrowed from other systems (``modes/``: the parts re-ask of claim
+decomposition, the citation check and re-ask) hand their steps in as ``ModeSteps``
+(``modes.verdict_steps``); stage 3 runs them where they go and imports no mode.
 
 The LLM modes that scored the four labels ("scored") or each passage's stance ("stance")
 were retired: on held-out claims both labelled worse than always answering Refuted
@@ -17,46 +21,53 @@ were retired: on held-out claims both labelled worse than always answering Refut
   to the model are redacted (or left out) in every prompt's copy (issue 27);
 - prompt: ``prompt.build_prompts`` — fenced, neutralised, deduplicated evidence
   (``evidence_view``) fitted to the context;
-- generate, label re-ask, parts re-ask, text label: ``paper``;
-- classify, justify: ``trained``;
-- citations: ``cited``; record: ``record``.
+- generate, label re-ask, text label: ``paper`` (a claim in parts: ``parts``);
+- classify, justify: ``trained``; record: ``record``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from sanctuary_local.config.settings import VerdictConfig
 from sanctuary_local.llm.base import LLMBackend
 from sanctuary_local.records import Claim, ClaimEvidence, HydeResult, Prediction
-from sanctuary_local.stages.verdict.cited import annotate_citations, check_and_reask
 from sanctuary_local.stages.verdict.draft import Context, Draft, Parts
-from sanctuary_local.stages.verdict.paper import generate, reask_label, reask_parts, text_label
+from sanctuary_local.stages.verdict.paper import generate, reask_label, text_label
 from sanctuary_local.stages.verdict.prompt import build_prompts, guard_flagged
 from sanctuary_local.stages.verdict.prompt_hash import config_prompt_hash
 from sanctuary_local.stages.verdict.record import record
 from sanctuary_local.stages.verdict.trained import TrainedVerdict, classify, justify
 
-__all__ = ["Step", "line", "run_verdict"]
+__all__ = ["ModeSteps", "Step", "line", "run_verdict"]
 
 Step = Callable[[list[Draft], Context], list[Draft]]
 
 
-def line(cfg: VerdictConfig, decomposed: bool = False) -> tuple[Step, ...]:
-    """The steps of stage 3 for this config, in order (``record`` follows them)."""
+@dataclass(frozen=True)
+class ModeSteps:
+    """The steps the enabled optional modes add to the paper path (``modes.verdict_steps``)."""
+
+    before_label: tuple[Step, ...] = ()
+    """Run after the label re-ask, before the label is read from the text."""
+    after_label: tuple[Step, ...] = ()
+    """Run after the label is read."""
+
+
+#: No optional mode: the paper path alone.
+NO_MODES = ModeSteps()
+
+
+def line(cfg: VerdictConfig, modes: ModeSteps = NO_MODES) -> tuple[Step, ...]:
+    """The steps of stage 3 for this config and these modes' steps, in order (``record``
+    follows them). Trained mode takes no mode's step."""
     if cfg.mode == "trained":
         return (guard_flagged, classify, justify)
     steps: list[Step] = [guard_flagged, build_prompts, generate]
     if cfg.label_reask:
         steps.append(reask_label)
-    if decomposed:
-        steps.append(reask_parts)
-    if cfg.citations:
-        steps.append(check_and_reask)
-    steps.append(text_label)
-    if cfg.citations:
-        steps.append(annotate_citations)
-    return tuple(steps)
+    return (*steps, *modes.before_label, text_label, *modes.after_label)
 
 
 def run_verdict(
@@ -67,10 +78,12 @@ def run_verdict(
     cfg: VerdictConfig,
     parts: Sequence[Parts | None] | None = None,
     trained: TrainedVerdict | None = None,
+    modes: ModeSteps = NO_MODES,
 ) -> list[Prediction]:
     """Stage 3 for a wave of claims; predictions in claim order. ``parts``
     (``decompose.enabled``): per claim its parts, or None to verify it whole.
-    ``trained``: the loaded model of trained mode (``backend`` is then None)."""
+    ``trained``: the loaded model of trained mode (``backend`` is then None).
+    ``modes``: the optional modes' steps (``modes.verdict_steps``)."""
     if cfg.mode == "trained" and trained is None:
         raise ValueError("run_verdict: trained mode needs the loaded model (trained.load_trained)")
     if cfg.mode != "trained" and backend is None:
@@ -83,6 +96,6 @@ def run_verdict(
     parts = list(parts) if parts is not None else [None] * len(claims)
     drafts = [Draft(c, h, e, pt) for c, h, e, pt in zip(claims, hyde, evidence, parts, strict=True)]
     ctx = Context(backend, cfg, config_prompt_hash(cfg), trained)
-    for step in line(cfg, any(pt is not None for pt in parts)):
+    for step in line(cfg, modes):
         drafts = step(drafts, ctx)
     return record(drafts, ctx)

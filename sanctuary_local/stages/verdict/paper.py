@@ -4,21 +4,23 @@
 - ``reask_label``: a reasoning with no ``Label:`` line (ran into ``max_tokens``, or never
   wrote one) is asked once more, in the same conversation, for the label alone
   (``verdict.label_reask``); the conversation is cut to fit the context first;
-- ``reask_parts``: a decomposed claim whose verdict does not label every part is asked
-  once more for the parts' labels;
 - ``text_label``: the label from the text (``parsing.parse_verdict_output``), the parts'
-  AND where every part is labelled, the stage-1 label only when nothing parses.
+  AND where every part is labelled (``parts.and_of_parts``), the stage-1 label only when
+  nothing parses.
+
+A decomposed claim whose verdict does not label every part is asked once more for the parts'
+labels by the decomposition mode's own step (``modes/decompose.reask_parts``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
-from sanctuary_local.prompts import load_prompt, render
-from sanctuary_local.stages.verdict.draft import Context, Draft, Parts
+from sanctuary_local.prompts import load_prompt
+from sanctuary_local.stages.verdict.draft import Context, Draft
 from sanctuary_local.stages.verdict.parsing import parse_verdict_output
+from sanctuary_local.stages.verdict.parts import and_of_parts
 
 #: Generation cap of the label re-ask: the longest label is under ten tokens.
 LABEL_REASK_TOKENS = 12
@@ -98,35 +100,6 @@ def reask_label(drafts: list[Draft], ctx: Context) -> list[Draft]:
     return out
 
 
-def reask_parts(drafts: list[Draft], ctx: Context) -> list[Draft]:
-    """Step: ask once more, for the parts' labels only, every answered verdict of a
-    decomposed claim that does not label every part (e.g. cut off by ``max_tokens``).
-    The answer is kept in ``result.extra["parts_reask_text"]``; ``text_label`` fills the
-    missing labels from it."""
-    from sanctuary_local.stages.decompose import parse_component_labels
-
-    todo = [i for i, d in enumerate(drafts) if d.request is not None and d.parts is not None and d.result is not None
-            and d.result.ok and None in parse_component_labels(d.result.text, len(d.parts.components))]
-    if not todo:
-        return drafts
-    follow = []
-    for i in todo:
-        d = drafts[i]
-        lines = "\n".join(f"Part {k}: <label of: {c}>" for k, c in enumerate(d.parts.components, start=1))
-        ask = ChatMessage("user", render(load_prompt(d.parts.reask_prompt), parts=lines))
-        follow.append(ChatRequest(messages=(*d.request.messages, ChatMessage("assistant", d.result.text), ask),
-                                  sampling=dataclasses.replace(ctx.cfg.sampling, max_tokens=24 * len(d.parts.components) + 16),
-                                  tag=f"{d.request.tag}:parts"))
-    out = list(drafts)
-    for i, ans in zip(todo, ctx.backend.generate(follow), strict=True):
-        if ans.ok and ans.text.strip():
-            d, r = out[i], out[i].result
-            res = dataclasses.replace(r, completion_tokens=r.completion_tokens + ans.completion_tokens,
-                                      seconds=r.seconds + ans.seconds, extra={**r.extra, "parts_reask_text": ans.text})
-            out[i] = dataclasses.replace(d, result=res, seconds=d.seconds + ans.seconds)
-    return out
-
-
 def text_label(drafts: list[Draft], ctx: Context) -> list[Draft]:
     """Step: the label and justification read from the generated text, for every draft
     that has no label yet (see the module docstring)."""
@@ -150,24 +123,3 @@ def text_label(drafts: list[Draft], ctx: Context) -> list[Draft]:
             vflags = (*vflags, *pflags)
         out.append(dataclasses.replace(d, label=label, justification=justification, flags=(*d.flags, *vflags), meta=meta))
     return out
-
-
-def and_of_parts(text: str, parts: Parts, model_label: str, reask_text: str = "") -> tuple[str, dict[str, Any], tuple[str, ...]]:
-    """The claim's label from its parts' labels (deterministic AND) when the verdict, or its
-    one re-ask (``reask_text``), labels every part, else the model's own label; the
-    per-part record and flags."""
-    from sanctuary_local.stages.decompose import and_label, parse_component_labels
-
-    labels = parse_component_labels(text, len(parts.components))
-    flags: tuple[str, ...] = ()
-    if reask_text:
-        again = parse_component_labels(reask_text, len(parts.components))
-        labels = [a if a is not None else b for a, b in zip(labels, again, strict=True)]
-        flags = ("components_reasked",)
-    record: dict[str, Any] = {"parts": [{"text": p, "label": lbl} for p, lbl in zip(parts.components, labels, strict=True)],
-                              "model_label": model_label, "and_label": None}
-    if any(lbl is None for lbl in labels):
-        return model_label, record, (*flags, "components_unparsed")
-    final = and_label([lbl for lbl in labels if lbl is not None])
-    record["and_label"] = final
-    return final, record, (*flags, *(("components_and_overrode",) if final != model_label else ()))

@@ -28,6 +28,7 @@ from sanctuary_local.records import Claim, ClaimEvidence
 from sanctuary_local.stages.evidence_view import drop_order, format_evidence, guarded, neutralize
 from sanctuary_local.stages.hyde import claim_fields
 from sanctuary_local.stages.verdict.draft import Context, Draft, Key, Parts
+from sanctuary_local.stages.verdict.parts import format_components
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +52,6 @@ def messages(claim: Claim, ev: ClaimEvidence, template: str, dropped: frozenset[
              parts: Parts | None = None, withheld: frozenset[Key] = frozenset()) -> tuple[ChatMessage, ...]:
     fields = shown_fields(claim)
     if parts is not None:
-        from sanctuary_local.stages.decompose import format_components
-
         fields["components"] = format_components(parts.components)
     return (ChatMessage("user", render(load_prompt(template), **fields, evidence=format_evidence(ev, dropped, withheld))),)
 

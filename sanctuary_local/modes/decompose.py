@@ -7,7 +7,7 @@ most ``max_components`` atomic parts (``decompose.txt``), then checks up to
 added as parts. Each part becomes a stage-2 query too (numbered after the stage-1
 questions), so every part gets its own evidence. Stage 3 then uses
 ``verdict_components.txt``, which lists the parts and asks for a label per part
-(``Part N: <label>``); the claim's label is their deterministic AND (``and_label``):
+(``Part N: <label>``); the claim's label is their deterministic AND (``stages/verdict/parts.and_label``):
 
 - any part Refuted → Refuted;
 - every part Supported → Supported;
@@ -22,6 +22,7 @@ raises; an unusable decomposition leaves the claim whole (``decompose_fallback``
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -29,17 +30,16 @@ from typing import Any
 from sanctuary_local.config.settings import DecomposeConfig
 from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult, LLMBackend
 from sanctuary_local.prompts import fixed_head, load_prompt, prompt_hash, render
-from sanctuary_local.records import (
-    CONFLICTING, NEE, REFUTED, SUPPORTED, Claim, Decomposition, Generation, HydeResult, Query,
-)
+from sanctuary_local.records import Claim, Decomposition, Generation, HydeResult, Query
 from sanctuary_local.stages.hyde import claim_fields, is_placeholder
-from sanctuary_local.stages.parsing import _FENCE, _SMART, _TRAILING_COMMA, _load, normalize_label
+from sanctuary_local.stages.parsing import _FENCE, _SMART, _TRAILING_COMMA, _load
+from sanctuary_local.stages.verdict.draft import Context, Draft
+from sanctuary_local.stages.verdict.parts import format_components, parse_component_labels
 
-__all__ = ["and_label", "decompose_prompt_hash", "format_components", "parse_check",
-           "parse_component_labels", "parse_components", "run_decompose", "with_component_queries"]
+__all__ = ["decompose_prompt_hash", "parse_check", "parse_components", "reask_parts", "run_decompose",
+           "with_component_queries"]
 
 _ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)]|part\s*\d+\s*[:.)])\s*(.{8,}?)\s*$", re.IGNORECASE)
-_PART_LABEL = re.compile(r"^\s*[*#_`\s]*part\s*(\d+)\s*[*_`]*\s*[:=\-]\s*[*_`]*\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 
 
 def decompose_prompt_hash(cfg: DecomposeConfig) -> str:
@@ -128,10 +128,6 @@ def parse_check(text: str) -> tuple[bool | None, tuple[str, ...]]:
     return (verdict if isinstance(verdict, bool) else None), missing
 
 
-def format_components(parts: Sequence[str]) -> str:
-    return "\n".join(f"Part {i}: {p}" for i, p in enumerate(parts, start=1))
-
-
 def _request(claim: Claim, cfg: DecomposeConfig) -> ChatRequest:
     template = load_prompt(cfg.prompt)
     text = render(template, **claim_fields(claim), n=str(cfg.max_components))
@@ -214,31 +210,31 @@ def with_component_queries(h: HydeResult, dec: Decomposition | None) -> HydeResu
     return HydeResult(h.claim_index, h.provisional_label, (*h.queries, *queries), h.raw_text, h.flags, h.generation)
 
 
-def parse_component_labels(text: str, n: int) -> list[str | None]:
-    """The label of each of the ``n`` parts from ``Part N: <label>`` lines (the last line
-    for a part wins); None for a part without a readable label."""
-    labels: list[str | None] = [None] * n
-    text = text or ""
-    heads = list(re.finditer(r"^\s*[*#_`]*\s*parts\s*[*_`]*\s*:", text, re.IGNORECASE | re.MULTILINE))
-    if heads:  # the Parts: block of the output format, not parts restated in the reasoning
-        text = text[heads[-1].end():]
-    for m in _PART_LABEL.finditer(text):
-        k = int(m.group(1))
-        if 1 <= k <= n:
-            lbl = normalize_label(m.group(2))
-            if lbl is not None:
-                labels[k - 1] = lbl
-    return labels
+# Stage 3's step of the mode (``modes.MODES``); the parts' labels are read by
+# ``stages/verdict/parts.py``.
 
-
-def and_label(labels: Sequence[str]) -> str:
-    """The deterministic AND of the parts' labels (see the module docstring)."""
-    if not labels:
-        raise ValueError("and_label needs at least one label")
-    if REFUTED in labels:
-        return REFUTED
-    if all(lbl == SUPPORTED for lbl in labels):
-        return SUPPORTED
-    if CONFLICTING in labels:
-        return CONFLICTING
-    return NEE
+def reask_parts(drafts: list[Draft], ctx: Context) -> list[Draft]:
+    """Step: ask once more, for the parts' labels only, every answered verdict of a
+    decomposed claim that does not label every part (e.g. cut off by ``max_tokens``).
+    The answer is kept in ``result.extra["parts_reask_text"]``; ``text_label`` fills the
+    missing labels from it."""
+    todo = [i for i, d in enumerate(drafts) if d.request is not None and d.parts is not None and d.result is not None
+            and d.result.ok and None in parse_component_labels(d.result.text, len(d.parts.components))]
+    if not todo:
+        return drafts
+    follow = []
+    for i in todo:
+        d = drafts[i]
+        lines = "\n".join(f"Part {k}: <label of: {c}>" for k, c in enumerate(d.parts.components, start=1))
+        ask = ChatMessage("user", render(load_prompt(d.parts.reask_prompt), parts=lines))
+        follow.append(ChatRequest(messages=(*d.request.messages, ChatMessage("assistant", d.result.text), ask),
+                                  sampling=dataclasses.replace(ctx.cfg.sampling, max_tokens=24 * len(d.parts.components) + 16),
+                                  tag=f"{d.request.tag}:parts"))
+    out = list(drafts)
+    for i, ans in zip(todo, ctx.backend.generate(follow), strict=True):
+        if ans.ok and ans.text.strip():
+            d, r = out[i], out[i].result
+            res = dataclasses.replace(r, completion_tokens=r.completion_tokens + ans.completion_tokens,
+                                      seconds=r.seconds + ans.seconds, extra={**r.extra, "parts_reask_text": ans.text})
+            out[i] = dataclasses.replace(d, result=res, seconds=d.seconds + ans.seconds)
+    return out

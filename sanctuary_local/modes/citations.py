@@ -1,4 +1,4 @@
-"""Evidence contract for stage 3 (GAVEL §4.2–4.3): the verdict lists the facts it rests on,
+"""The citation mode (``verdict.citations``; GAVEL §4.2–4.3): the verdict lists the facts it rests on,
 each bound to evidence ids and a short verbatim quote, and a deterministic checker — no
 model call — validates every citation.
 
@@ -17,19 +17,32 @@ character span of the quote in its source document (``document.text[start:end]``
 quoted text as the page has it). A quote that is not in the cited snippet but is in
 another one of the prompt is still a violation; the report names where it is
 (``found_in``), so the re-ask can fix the id.
+
+Stage 3 takes the mode's two steps (``modes.MODES``): ``check_and_reask`` before the label is
+read (a verdict with a failing citation, or none, is asked once more with the checker's report,
+``verdict_cite_fix.txt``; the new answer replaces the first only if it names a label and cites
+better) and ``annotate_citations`` after it (what still fails is flagged,
+``citation_violations:N``, ``citations_missing``; ``meta.citations`` holds the validity before
+and after the re-ask and every citation's URL and span).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Collection
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sanctuary_local.records import ClaimEvidence, EvidenceSnippet
+from sanctuary_local.llm.base import ChatMessage, ChatRequest, ChatResult
+from sanctuary_local.prompts import load_prompt, render
+from sanctuary_local.records import EvidenceSnippet, Prediction
+from sanctuary_local.stages.evidence_view import numbered_snippets
+from sanctuary_local.stages.verdict.draft import Context, Draft
+from sanctuary_local.stages.verdict.parsing import parse_verdict_output
 
-__all__ = ["Citation", "CitationCheck", "CitationOutcome", "CitationReport", "check_citations", "find_quote", "numbered_snippets",
-           "parse_citations"]
+__all__ = ["Citation", "CitationCheck", "CitationOutcome", "CitationReport", "annotate_citations", "check_and_reask",
+           "check_citations", "citation_rates", "find_quote", "parse_citations"]
 
 _LINE = re.compile(r"^\s*(?:[-*•]|\d+[.)])?\s*(?P<claim>.*?)\s*\[(?P<ids>(?:(?:Evidence|Ev\.?|E)\s*)?\d+\.\d+"
                    r"(?:\s*[,;]\s*(?:(?:Evidence|Ev\.?|E)\s*)?\d+\.\d+)*)\]\s*[:\-–]?\s*(?P<quote>[\"“”'‘’].*)$", re.I)
@@ -218,17 +231,6 @@ def _first_letter_recased(q: str) -> tuple[str, ...]:
     return (other + q[1:],) if len(other) == 1 and other != q[0] else ()
 
 
-def numbered_snippets(ev: ClaimEvidence, dropped: Collection[tuple[int, int]] = frozenset()) -> dict[str, EvidenceSnippet]:
-    """``{"q.n": snippet}`` exactly as the verdict prompt numbered them: the ``(question,
-    snippet)`` keys stage 3 ``dropped`` to fit its prompt (``Draft.dropped``, recorded as
-    ``Prediction.meta["dropped"]``) are skipped."""
-    dropped, out = frozenset(map(tuple, dropped)), {}
-    for qi, qe in enumerate(ev.queries):
-        kept = [sn for si, sn in enumerate(qe.snippets) if (qi, si) not in dropped]
-        out.update({f"{qi + 1}.{n}": sn for n, sn in enumerate(kept, start=1)})
-    return out
-
-
 def _check_one(c: Citation, snippets: dict[str, EvidenceSnippet]) -> CitationCheck:
     missing = [i for i in c.ids if i not in snippets]
     if missing:
@@ -261,3 +263,103 @@ def annotate(justification: str, report: CitationReport) -> str:
         hit = valid.get((parsed[0].quote, parsed[0].ids)) if parsed else None
         out.append(f"{line} (source: {hit.url}, characters {hit.start}-{hit.end})" if hit else line)
     return "\n".join(out)
+
+
+# Stage 3's steps of the mode: check, re-ask once, annotate (``modes.MODES``)
+
+#: Flags of the first answer that a replacing re-ask's answer makes untrue: its label
+#: re-ask (the label is now the new answer's) and its truncation (re-derived from the new one).
+_FIRST_ANSWER_FLAGS = frozenset({"verdict_label_reasked", "verdict_truncated"})
+
+
+def _cite_fix_request(req: ChatRequest, res: ChatResult, report: CitationReport, reask_prompt: str,
+                      sampling: Any) -> ChatRequest:
+    """The one re-ask: the same conversation, the first answer, then the checker's report."""
+    fix = render(load_prompt(reask_prompt), report=report.feedback())
+    return ChatRequest(messages=(*req.messages, ChatMessage("assistant", res.text), ChatMessage("user", fix)),
+                       sampling=sampling, tag=f"{req.tag}:citations")
+
+
+def _better(new: CitationReport, old: CitationReport) -> bool:
+    """More valid citations, or as many and fewer failing ones."""
+    return (new.n_valid, -len(new.violations)) > (old.n_valid, -len(old.violations))
+
+
+def _shown_snippets(d: Draft) -> dict[str, EvidenceSnippet]:
+    """The numbered snippets the verdict prompt showed: neither trimmed nor withheld."""
+    hidden = {d.evidence.queries[qi].snippets[si].chunk.chunk_id for qi, si in d.withheld}
+    return {k: sn for k, sn in numbered_snippets(d.evidence, dropped=d.dropped).items() if sn.chunk.chunk_id not in hidden}
+
+
+def check_and_reask(drafts: list[Draft], ctx: Context) -> list[Draft]:
+    """Step: check every answered verdict's citations; ask once more, with the checker's
+    report, those with a failing citation or none (one ``generate`` call for the wave)."""
+    cfg = ctx.cfg
+    snippets = [_shown_snippets(d) for d in drafts]
+    before = [check_citations(d.result.text, sn) if d.request is not None and d.result is not None and d.result.ok else None
+              for d, sn in zip(drafts, snippets, strict=True)]
+    todo = [i for i, b in enumerate(before) if b is not None and not b.clean]
+    asks = [_cite_fix_request(drafts[i].request, drafts[i].result, before[i], cfg.citations_reask, cfg.sampling) for i in todo]
+    answers = ctx.backend.generate(asks) if todo else []
+    results = [d.result for d in drafts]
+    reask, reask_text = dict.fromkeys(todo), {}
+    for i, ans in zip(todo, answers, strict=True):
+        if not ans.ok:
+            continue
+        new = reask[i] = check_citations(ans.text, snippets[i])
+        reask_text[i] = ans.text
+        if "verdict_label_fallback" in parse_verdict_output(ans.text, None)[2] or not _better(new, before[i]):
+            continue
+        r = drafts[i].result
+        kept = {k: v for k, v in r.extra.items() if not k.startswith("label_reask")}  # the label is the new answer's
+        results[i] = dataclasses.replace(ans, completion_tokens=r.completion_tokens + ans.completion_tokens,
+                                         seconds=r.seconds + ans.seconds, extra={**kept, "citations_replaced": True})
+    out = []
+    for i, (d, r, b) in enumerate(zip(drafts, results, before, strict=True)):
+        if b is None:
+            out.append(d)
+            continue
+        replaced = bool(r.extra.get("citations_replaced"))
+        cited = CitationOutcome(b, reask[i] if replaced else b, i in reask, reask.get(i), replaced,
+                                d.result.text if replaced else "", "" if replaced else reask_text.get(i, ""))
+        extra_s = r.seconds - d.result.seconds
+        flags = d.flags
+        if replaced:  # the flags of the first answer's generation describe a text no longer kept
+            flags = (*(f for f in flags if f not in _FIRST_ANSWER_FLAGS),
+                     *(("verdict_truncated",) if r.finish_reason == "length" else ()))
+        out.append(dataclasses.replace(d, result=r, cited=cited, seconds=d.seconds + extra_s, flags=flags))
+    return out
+
+
+def annotate_citations(drafts: list[Draft], ctx: Context) -> list[Draft]:
+    """Step (after the label is read): citation flags, the checked citations in
+    ``meta.citations`` and the justification annotated with them."""
+    out = []
+    for d in drafts:
+        if d.cited is None:
+            out.append(d)
+            continue
+        out.append(dataclasses.replace(d, justification=annotate(d.justification, d.cited.after),
+                                       flags=(*d.flags, *d.cited.flags()), meta={**d.meta, "citations": d.cited.to_dict()}))
+    return out
+
+
+def citation_rates(preds: Sequence[Prediction]) -> dict[str, float | None]:
+    """For the quality harness, over the predictions with a citation check: the share of
+    valid citations among all cited facts before and after the re-ask, the share of clean
+    verdicts (at least one citation, none failing) before and after, the share re-asked
+    and the share left with at least one valid citation. None where nothing applies."""
+    cs = [p.meta["citations"] for p in preds if isinstance(p.meta.get("citations"), dict)]
+
+    def share(key: str) -> float | None:
+        n = sum(c[key]["n"] for c in cs)
+        return round(sum(c[key]["valid"] for c in cs) / n, 3) if n else None
+
+    def verdicts(test: Any) -> float | None:
+        return round(sum(bool(test(c)) for c in cs) / len(cs), 3) if cs else None
+
+    return {"validity_before": share("before"), "validity_after": share("after"),
+            "clean_before": verdicts(lambda c: c["before"].get("clean")),
+            "clean_after": verdicts(lambda c: c["after"].get("clean")),
+            "reasked": verdicts(lambda c: c["reasked"]),
+            "verdicts_with_valid_citation": verdicts(lambda c: c["after"]["valid"] > 0)}
