@@ -22,6 +22,8 @@ DEGRADING = (
 )
 
 FLAG_TEXT: dict[str, str] = {
+    # run --evidence-from: stages 1-2 read from another system's evidence file
+    "evidence_from": "the questions and answers come from another system's evidence file (stages 1-2 not run)",
     # stage 0: claim decomposition (decompose.enabled)
     "decompose_fallback": "the claim could not be split into parts; it was checked whole",
     "decompose_line_fallback": "the claim's parts were read line by line from malformed model output",

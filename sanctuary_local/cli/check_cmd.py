@@ -109,12 +109,15 @@ def print_check(pred: Any, index: Any, console: Any = None) -> list[Any]:
 
     from sanctuary_local.cli.run_cmd import print_flag_legend, label_scores_line
     from sanctuary_local.corpus.cite import cite_prediction
+    from sanctuary_local.verdict_model.confidence import uncertain_note
     from sanctuary_local.verdict_model.inputs import excerpt
 
     console = console or Console(width=max(100, shutil.get_terminal_size((100, 20)).columns))
     cited = cite_prediction(index, pred)
     console.print(f"[bold]claim[/]: {escape(pred.claim)}", highlight=False)
-    console.print(f"[bold]verdict[/]: [bold magenta]{escape(pred.label)}[/]", highlight=False)
+    unsure = uncertain_note(pred.label, pred.meta)
+    said = f"[bold yellow]{escape(unsure)}[/]" if unsure else f"[bold magenta]{escape(pred.label)}[/]"
+    console.print(f"[bold]verdict[/]: {said}", highlight=False)
     if scores := label_scores_line(pred.meta):
         console.print(f"  {escape(scores)}", highlight=False)
     if pred.flags:

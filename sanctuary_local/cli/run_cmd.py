@@ -38,6 +38,7 @@ def run(
     claims: Path = typer.Option(..., "--claims", help="AVeriTeC claims JSON (train/dev/test format).", rich_help_panel=INPUTS),
     store: Path = typer.Option(None, "--store", help="Knowledge store: a directory of {i}.json files or the official zip.", rich_help_panel=INPUTS),
     corpus: Path = typer.Option(None, "--corpus", help="Instead of --store: a corpus index (`sanctuary-local index`) searched for every claim.", rich_help_panel=INPUTS),
+    evidence_from: Path = typer.Option(None, "--evidence-from", help="Instead of --store: skip stages 1-2 and give the verdict on this evidence, any system's leaderboard CSV or predictions.json (rows matched to claims by id: the claim's index in --claims).", rich_help_panel=INPUTS),
     claims_range: str = typer.Option(None, "--claims-range", help="Claim indices a:b (python slice).", rich_help_panel=INPUTS),
     limit: int = typer.Option(None, "--limit", help="Only the first N selected claims.", rich_help_panel=INPUTS),
     out: Path = typer.Option(..., "--out", help="Output directory (created; rerun the same command to resume).", rich_help_panel=OUTPUTS),
@@ -67,8 +68,13 @@ def run(
     from sanctuary_local.pipeline import RunOptions, run_pipeline
     from sanctuary_local.procs import OrphanGuard
 
-    if (store is None) == (corpus is None):
-        raise UserError("give exactly one of --store (a per-claim knowledge store) and --corpus (a corpus index)")
+    if sum(x is not None for x in (store, corpus, evidence_from)) != 1:
+        raise UserError("give exactly one of --store (a per-claim knowledge store), --corpus (a corpus index) "
+                        "and --evidence-from (another system's evidence file)")
+    if evidence_from is not None:
+        if budget_s is not None or engine != "local" or reuse_from is not None:
+            raise UserError("--evidence-from runs stage 3 alone: it takes no --budget-s, --engine ray or --reuse-from")
+        store = evidence_from
     if corpus is not None:
         from sanctuary_local.corpus.index import corpus_problem
 
@@ -92,7 +98,7 @@ def run(
         workers=workers, budget_s=budget_s, force=force, restart=restart, quiet=quiet, show_config=show_config,
         overrides=parse_overrides(set_) or None,
         models_dir=models_dir, overlap=overlap, reuse_from=reuse_from, engine=engine, ray_address=ray_address,
-        ray_actors=ray_actors, argv=["sanctuary-local", *sys.argv[1:]],
+        ray_actors=ray_actors, evidence_from=evidence_from, argv=["sanctuary-local", *sys.argv[1:]],
     )
     hint = f"to resume, run the same command again (from {os.getcwd()}):\n  {shlex.join(opts.argv)}"
     # The guard ends this run's child processes if it dies without cleaning up (kill -9, OOM).
@@ -118,6 +124,7 @@ def print_verdicts(summary: Any, claims: Path, console: Any = None) -> None:
     from rich.markup import escape
 
     from sanctuary_local.flag_help import degraded_reasons
+    from sanctuary_local.verdict_model.confidence import uncertain_note
 
     console = console or Console()
     flags: list[str] = []
@@ -129,7 +136,9 @@ def print_verdicts(summary: Any, claims: Path, console: Any = None) -> None:
         console.print(f"[bold]claim {escape(str(p.claim_id))}[/]: {escape(p.claim)}", highlight=False)
         g = gold.get(p.claim_index)
         mark = "" if g is None else (" [green](gold: same)[/]" if g == p.label else f" [yellow](gold: {escape(g)})[/]")
-        console.print(f"  → [bold magenta]{escape(p.label)}[/]{mark}" + (f"  flags: {shown}" if p.flags else ""), highlight=False)
+        unsure = uncertain_note(p.label, p.meta)
+        said = f"[bold yellow]{escape(unsure)}[/]" if unsure else f"[bold magenta]{escape(p.label)}[/]"
+        console.print(f"  → {said}{mark}" + (f"  flags: {shown}" if p.flags else ""), highlight=False)
         scores = label_scores_line(p.meta)
         if scores:
             console.print(f"    {escape(scores)}", highlight=False, soft_wrap=True)
@@ -156,7 +165,10 @@ def label_scores_line(meta: dict[str, Any]) -> str:
     ranked = sorted(zip(labels, probs, strict=True), key=lambda kv: -float(kv[1]))
     shown = ", ".join(f"{lab} {float(pr):.2f}" for lab, pr in ranked)
     rule = ", label by the fitted decision rule" if ls.get("calibrated") else ""
-    return f"label probabilities (trained model{rule}): {shown}"
+    sure = {True: "; confident", False: "; uncertain"}.get(ls.get("confident"), "")  # type: ignore[arg-type]
+    if sure and isinstance(ls.get("confidence_threshold"), (int, float)):
+        sure += f" (threshold {float(ls['confidence_threshold']):.2f})"
+    return f"label probabilities (trained model{rule}): {shown}{sure}"
 
 
 def _gold_labels(claims: Path) -> dict[int, str]:

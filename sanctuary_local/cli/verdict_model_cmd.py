@@ -1,4 +1,4 @@
-"""``sanctuary-local verdict-model train | eval | fit-rule | evidence``: the trained verdict of stage 3."""
+"""``sanctuary-local verdict-model train | eval | fit-rule | fit-confidence | evidence``: the trained verdict of stage 3."""
 
 from __future__ import annotations
 
@@ -68,6 +68,7 @@ def _metrics_table(title: str, result: dict) -> Table:
     rows = [("model", result["model"])]
     if "argmax" in result:
         rows.append(("model, argmax (no rule)", result["argmax"]))
+    rows += [(f"own label of {name}", m) for name, m in result.get("others", {}).items()]
     rows.append((f"majority ({result['majority_label']})", result["majority"]))
     for name, m in rows:
         t.add_row(name, f"{m['accuracy']:.3f}", f"{m['macro_f1']:.3f}", *(f"{v['f1']:.3f}" for v in m["per_class"].values()))
@@ -88,7 +89,8 @@ def train(
     epochs: int = typer.Option(3, "--epochs", min=1, help="Encoder: passes over the claims.", rich_help_panel="Models and profile"),
     seed: int = typer.Option(0, "--seed", help="Seed of initialisation and shuffling.", rich_help_panel="Models and profile"),
     evidence: list[Path] = typer.Option([], "--evidence", help="Also train on the evidence retrieved for the "
-                                        "claims: a file of 'verdict-model evidence', or a 'run' directory over "
+                                        "claims: any system's leaderboard CSV or predictions.json (rows matched by "
+                                        "id), a file of 'verdict-model evidence', or a 'run' directory over "
                                         "(a slice of) TRAIN_JSON (repeatable).", rich_help_panel="Inputs"),
     gold: bool = typer.Option(True, "--gold/--no-gold", help="Train on the claims' gold evidence (--no-gold: "
                               "on --evidence alone).", rich_help_panel="Inputs"),
@@ -162,9 +164,12 @@ def train(
 
 
 def evaluate(
-    claims: Path = typer.Option(..., "--claims", help="Labelled AVeriTeC claims (their gold evidence is read).",
-                                rich_help_panel="Inputs"),
+    claims: Path = typer.Option(..., "--claims", help="Labelled AVeriTeC claims (their gold labels, and their gold "
+                                "evidence unless --evidence).", rich_help_panel="Inputs"),
     indices: str = typer.Option(None, "--indices", help="Claims a:b, either bound optional (default: all).", rich_help_panel="Inputs"),
+    evidence: Path = typer.Option(None, "--evidence", help="Score on this evidence instead of the gold: any system's "
+                                  "leaderboard CSV or predictions.json, rows matched to claims by id (the claim's "
+                                  "index in --claims); its own labels are scored beside.", rich_help_panel="Inputs"),
     json_out: Path = typer.Option(None, "--json", help="Also write the metrics as JSON here.", rich_help_panel="Outputs"),
 
     model: str = typer.Option(DEFAULT_MODEL, "--model", help="A model directory or packaged:NAME.",
@@ -172,22 +177,29 @@ def evaluate(
     rule: bool = typer.Option(True, "--rule/--argmax", help="Apply the model's fitted decision rule, if it has one.",
                               rich_help_panel="Models and profile"),
 ) -> None:
-    """Score a verdict model on claims' gold evidence, beside the majority class."""
+    """Score a verdict model on claims' gold evidence or any system's, beside the majority class."""
     from sanctuary_local.io.claims import read_claims
     from sanctuary_local.verdict_model.evaluate import evaluate as do_eval
     from sanctuary_local.verdict_model.evaluate import labelled
     from sanctuary_local.verdict_model.store import load_model, read_rule, write_json
 
     if json_out is not None:
-        _check_output(json_out, (claims, _model_dir(model)), "the metrics")
+        _check_output(json_out, (claims, evidence, _model_dir(model)), "the metrics")
     all_claims = read_claims(claims)
     a, b = _range(indices or "0:", len(all_claims), claims)
     xs = labelled(all_claims[a:b], f"{claims} [{a}:{b}]")
+    others, source = None, "gold evidence"
+    if evidence is not None:
+        from sanctuary_local.verdict_model.external import external_inputs
+
+        xs, found = external_inputs(all_claims, claims, evidence, all_claims[a:b])
+        others, source = {evidence.name: [found[c.index].label for c in all_claims[a:b]]}, f"evidence of {evidence.name}"
     m = load_model(model)
     fitted = read_rule(m.directory, m.sha256) if rule else None
-    result = do_eval(m, xs, fitted["offsets"] if fitted else None)
-    result.update({"model_name": model, "model_sha256": m.sha256, "claims": str(claims), "indices": f"{a}:{b}"})
-    console.print(_metrics_table(escape(f"{claims.name} [{a}:{b}], gold evidence, {model}"), result))
+    result = do_eval(m, xs, fitted["offsets"] if fitted else None, others)
+    result.update({"model_name": model, "model_sha256": m.sha256, "claims": str(claims), "indices": f"{a}:{b}",
+                   "evidence": str(evidence) if evidence is not None else "gold"})
+    console.print(_metrics_table(escape(f"{claims.name} [{a}:{b}], {source}, {model}"), result))
     if json_out is not None:
         write_json(json_out, result)
 
@@ -238,6 +250,51 @@ def fit_rule(
     console.print(_metrics_table(f"fit range {a}:{b} (in-sample)", result))
 
 
+def fit_confidence(
+    model_dir: Path = typer.Argument(..., help="The model directory to fit the rule for (written into it; "
+                                     "a shipped model: fit a copy)."),
+    claims: Path = typer.Option(..., "--claims", help="Labelled claims of the fit range.", rich_help_panel="Inputs"),
+    indices: str = typer.Option(..., "--indices", help="The fit range a:b (dev 100:150 by the project's rules).",
+                                rich_help_panel="Inputs"),
+    evidence: Path = typer.Option(None, "--evidence", help="Fit on this evidence (any system's leaderboard CSV or "
+                                  "predictions.json) instead of the claims' gold evidence.", rich_help_panel="Inputs"),
+    target: float = typer.Option(0.8, "--target", min=0.0, max=1.0, help="The least share of the confident claims "
+                                 "that must be right on the fit range.", rich_help_panel="Inputs"),
+) -> None:
+    """Fit the probability above which a label counts as confident; saved beside the model."""
+    from sanctuary_local.io.claims import read_claims
+    from sanctuary_local.verdict_model.confidence import fit_threshold
+    from sanctuary_local.verdict_model.decision import decide
+    from sanctuary_local.verdict_model.evaluate import labelled
+    from sanctuary_local.verdict_model.store import CONFIDENCE, load_model, packaged_dir, read_rule, write_json
+
+    if str(model_dir).startswith("packaged:") or packaged_dir().resolve() in model_dir.resolve().parents:
+        raise UserError(f"{model_dir}: is a model shipped in the package; fit-confidence writes into the model "
+                        "directory, so copy it first (cp -r) and fit the copy")
+    _check_output(model_dir / CONFIDENCE, (claims, evidence), "the confidence rule")
+    all_claims = read_claims(claims)
+    a, b = _range(indices, len(all_claims), claims)
+    xs = labelled(all_claims[a:b], f"{claims} [{a}:{b}]")
+    if evidence is not None:
+        from sanctuary_local.verdict_model.external import external_inputs
+
+        xs, _ = external_inputs(all_claims, claims, evidence, all_claims[a:b])
+    m = load_model(str(model_dir))
+    rule = read_rule(m.directory, m.sha256)
+    probs = m.predict_proba(xs)
+    fit = fit_threshold(probs, decide(probs, rule["offsets"] if rule else None), [x.label or "" for x in xs], target)
+    from sanctuary_local.ids import file_sha256
+
+    write_json(model_dir / CONFIDENCE, {**fit, "target": target, "fitted_on": f"{claims.name}[{a}:{b}]",
+                                        "evidence": str(evidence) if evidence else "gold",
+                                        "evidence_sha256": file_sha256(evidence) if evidence else None,
+                                        "claims_fitted": len(xs), "model_sha256": m.sha256, "command": command_line()})
+    t = fit["threshold"]
+    said = (f"threshold {t:.3f}: {fit['fit_answered']} of {len(xs)} claims confident, {fit['fit_accuracy']:.2f} of them right"
+            if t is not None else f"no threshold reaches {target:.2f} right on {len(xs)} claims: every claim is uncertain")
+    console.print(f"{said}; written to {escape(str(model_dir / CONFIDENCE))}", highlight=False)
+
+
 def evidence(
     claims: Path = typer.Argument(..., help="Labelled claims with gold questions (train.json)."),
     store: Path = typer.Option(..., "--store", help="A knowledge store of those claims (dir of <index>.json or zip).",
@@ -262,7 +319,8 @@ def evidence(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from sanctuary_local.cli.run_cmd import parse_overrides
-    from sanctuary_local.verdict_model.evidence import build, check_claims_match, read_evidence
+    from sanctuary_local.run.training_evidence import build
+    from sanctuary_local.verdict_model.evidence import check_claims_match, read_evidence
     from sanctuary_local.verdict_model.train import read_training_claims
 
     _check_output(out, (claims, store), "the evidence")
@@ -297,5 +355,6 @@ def register(app: typer.Typer) -> None:
     group.command("train")(train)
     group.command("eval")(evaluate)
     group.command("fit-rule")(fit_rule)
+    group.command("fit-confidence")(fit_confidence)
     group.command("evidence")(evidence)
     app.add_typer(group, name="verdict-model")

@@ -5,7 +5,8 @@ Official prediction object (paper §3 output (v, E, J)): ``claim_id`` (an intege
 it is all digits, as in the official files), ``claim``, ``evidence: [{question, answer,
 url, scraped_text}]``, ``pred_label``. We add our own fields (``justification``,
 ``provisional_label``, ``flags``, ``timings``, ``claim_index``, ``meta``,
-``evidence_all``; evidence ``doc_position``/``start``/``end``/``score``), which official
+``evidence_all``, and for a trained verdict ``label_probabilities``, ``confident`` and
+``runner_up``; evidence ``doc_position``/``start``/``end``/``score``), which official
 tools ignore; ``read_predictions_json`` accepts files with or without them.
 
 Identifiers: the leaderboard CSV ``id`` is the claim's index in the input claims file.
@@ -98,6 +99,20 @@ def _evidence_to_official(items: Sequence[EvidenceItem]) -> list[dict[str, Any]]
     return out
 
 
+def _sureness_fields(meta: dict[str, Any]) -> dict[str, Any]:
+    """A trained verdict's label probabilities (``label_probabilities``: label → probability)
+    and, when its model has a fitted confidence rule, ``confident`` and ``runner_up``, from
+    ``meta["label_scores"]``; official tools ignore these extra fields."""
+    ls = meta.get("label_scores") if isinstance(meta, dict) else None
+    if not isinstance(ls, dict) or not isinstance(ls.get("probabilities"), list):
+        return {}
+    labels = ls.get("labels") or list(LABELS)
+    out: dict[str, Any] = {"label_probabilities": dict(zip(labels, ls["probabilities"], strict=False))}
+    if ls.get("confident") is not None:
+        out |= {"confident": bool(ls["confident"]), "runner_up": ls.get("runner_up")}
+    return out
+
+
 def prediction_to_official(p: Prediction) -> dict[str, Any]:
     """``Prediction`` → the official prediction object plus our extra fields
     (``evidence_all`` only when the prediction has it)."""
@@ -112,6 +127,7 @@ def prediction_to_official(p: Prediction) -> dict[str, Any]:
         "timings": dict(p.timings),
         "claim_index": p.claim_index,
     }
+    out |= _sureness_fields(p.meta)
     if p.evidence_all:
         out["evidence_all"] = _evidence_to_official(p.evidence_all)
     if p.meta:

@@ -179,10 +179,19 @@ def render_claim(pred: Prediction, snippets: list[ReportSnippet], docs: dict[int
         css=_template("report.css").template, all_claims="" if alone else ALL_CLAIMS_LINK,
         claim_index=pred.claim_index, claim_id=html.escape(str(pred.claim_id)),
         claim=html.escape(pred.claim),
-        verdict=html.escape(pred.label), verdict_class=re.sub(r"[^A-Za-z]", "", pred.label),
+        verdict=html.escape(pred.label), verdict_class=re.sub(r"[^A-Za-z]", "", pred.label), uncertain=_uncertain_html(pred),
         provisional=html.escape(pred.provisional_label or "none"), flags=_flags_html(tuple(map(str, pred.flags))),
         justification=_parts_html(pred) + linkify_citations(pred.justification or "(no justification)", {s.label: s.anchor for s in snippets}),
         n_evidence=len(snippets), store_note=note, evidence="\n".join(blocks) or '<p class="meta">no evidence</p>')
+
+
+def _uncertain_html(pred: Prediction, element_id: str = "uncertain") -> str:
+    """The mark of a claim its verdict model is not sure of, with its two likeliest labels."""
+    from sanctuary_local.verdict_model.confidence import uncertain_note
+
+    note = uncertain_note(pred.label, pred.meta)
+    where = f' id="{element_id}"' if element_id else ""
+    return f'<span class="uncertain"{where}>{html.escape(note)}</span>' if note else ""
 
 
 def _parts_html(pred: Prediction) -> str:
@@ -210,9 +219,11 @@ def _index_row(p: Prediction) -> str:
     reasons = degraded_reasons([str(f) for f in p.flags])
     degraded = f'<br><span class="degraded">degraded: {html.escape(", ".join(reasons))}</span>' if reasons else ""
     row_class = ' class="degraded"' if reasons else ""
+    unsure = _uncertain_html(p, "")
     return (f"<tr{row_class}><td>{p.claim_index}</td>"
             f'<td><a href="{page_name(p)}" dir="auto">{html.escape(p.claim)}</a></td>'
-            f'<td><span class="verdict v-{re.sub(r"[^A-Za-z]", "", p.label)}">{html.escape(p.label)}</span></td>'
+            f'<td><span class="verdict v-{re.sub(r"[^A-Za-z]", "", p.label)}">{html.escape(p.label)}</span>'
+            f"{'<br>' + unsure if unsure else ''}</td>"
             f"<td>{len(p.flags)}{degraded}</td></tr>")
 
 

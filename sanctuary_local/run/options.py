@@ -53,6 +53,9 @@ class RunOptions:
     ``run/ray_engine.py``'s; ``close`` after each run must keep its models): ``serve``'s
     models, loaded once per process. Overrides ``engine``; the same records, so it is not
     fingerprinted."""
+    evidence_from: Path | None = None
+    """Another system's evidence (a leaderboard CSV or a predictions.json): stages 1–2 are
+    skipped and stage 3 reads it (``imported.py``); ``store`` then names the same file."""
     argv: list[str] = field(default_factory=list)
 
 

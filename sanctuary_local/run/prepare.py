@@ -38,17 +38,21 @@ def run_config(opts: RunOptions) -> Config:
     return cfg
 
 
-def preflight(cfg: Config) -> None:
+def preflight(cfg: Config, upstream: bool = True) -> None:
     """Check every model and backend the run needs before any work starts, and report
-    all problems at once (a missing Phi-4 should not surface after an hour of stage 1)."""
-    problems = _backend_problems(cfg) + _model_problems(cfg) + _trained_problems(cfg)
+    all problems at once (a missing Phi-4 should not surface after an hour of stage 1).
+    ``upstream=False`` (``run --evidence-from``): stages 1–2 do not run, so only stage 3's
+    models are checked, and the optional modes that need them are refused."""
+    if not upstream and (on := [m for m in ("decompose", "followup") if getattr(cfg, m).enabled]):
+        raise UserError(f"--evidence-from runs stage 3 alone: turn off {' and '.join(f'{m}.enabled' for m in on)}")
+    problems = _backend_problems(cfg, upstream) + _model_problems(cfg, upstream) + _trained_problems(cfg)
     if problems:
         raise UserError("cannot start the run:\n  - " + "\n  - ".join(problems))
 
 
-def _backend_problems(cfg: Config) -> list[str]:
+def _backend_problems(cfg: Config, upstream: bool = True) -> list[str]:
     problems: list[str] = []
-    for where, llm in _llm_sections(cfg):
+    for where, llm in _llm_sections(cfg, upstream):
         if llm.backend not in BACKENDS:
             problems.append(f"{where}.backend: unknown backend '{llm.backend}' (valid: {', '.join(BACKENDS)})")
             continue
@@ -60,13 +64,14 @@ def _backend_problems(cfg: Config) -> list[str]:
     return problems
 
 
-def _model_problems(cfg: Config) -> list[str]:
+def _model_problems(cfg: Config, upstream: bool = True) -> list[str]:
     from sanctuary_local.models.resolve import resolve_model
     from sanctuary_local.retrieval.embed import STATIC_PREFIX
 
     problems: list[str] = []
-    roles = [(f"{where}.model", llm) for where, llm in _llm_sections(cfg)]
-    roles += [("retrieval.sts.model", cfg.retrieval.sts), ("retrieval.retriever.model", cfg.retrieval.retriever)]
+    roles = [(f"{where}.model", llm) for where, llm in _llm_sections(cfg, upstream)]
+    if upstream:
+        roles += [("retrieval.sts.model", cfg.retrieval.sts), ("retrieval.retriever.model", cfg.retrieval.retriever)]
     for where, section in roles:
         if getattr(section, "backend", None) == "openai_http":
             continue  # the server holds the model
@@ -78,9 +83,10 @@ def _model_problems(cfg: Config) -> list[str]:
     return problems
 
 
-def _llm_sections(cfg: Config) -> list[tuple[str, Any]]:
-    """The LLMs the run loads: stage 3's only when its verdict is not the trained model."""
-    out = [("hyde.llm", cfg.hyde.llm)]
+def _llm_sections(cfg: Config, upstream: bool = True) -> list[tuple[str, Any]]:
+    """The LLMs the run loads: stage 1's unless its evidence comes from a file (``upstream``
+    False), stage 3's only when its verdict is not the trained model."""
+    out = [("hyde.llm", cfg.hyde.llm)] if upstream else []
     if cfg.verdict.mode != "trained":
         out.append(("verdict.llm", cfg.verdict.llm))
     return out

@@ -136,8 +136,21 @@ STEPS: dict[str, Callable[[RunState, list[Claim], int], None]] = {
 }
 
 
+def stage_imported(run: RunState, claims: list[Claim]) -> None:
+    """Stages 1–2 of ``--evidence-from``: each claim's questions and snippets from the file
+    (``imported.EvidenceSource``), recorded as a run's stage files are."""
+    for c in claims:
+        if c.index not in run.hyde:
+            run.hyde.append(c.index, run.store.hyde(c), {"seconds": 0.0, "budget_level": 0})
+        if c.index not in run.evidence:
+            run.evidence.append(c.index, run.store.evidence(c), {"seconds": 0.0, "budget_level": 0})
+
+
 def execute(run: RunState) -> None:
     """Every stage in order for all claims (stages 1+2 overlapped where that pays)."""
+    if run.imported:
+        stage_imported(run, run.claims)
+        return stage_verdict(run, run.claims, 0)
     if run.planner is not None:
         return execute_budgeted(run, run.planner)
     stage_decompose(run, run.claims, 0)

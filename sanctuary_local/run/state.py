@@ -15,7 +15,8 @@ from sanctuary_local.run.budget import STAGES, BudgetPlanner, resume_planner
 from sanctuary_local.run.options import RunOptions
 from sanctuary_local.run.prepare import preflight, run_config, select_claims
 from sanctuary_local.run.reporting import RunReporter
-from sanctuary_local.run.stage_files import STAGE_FILES, StageFile, run_identity
+from sanctuary_local.io.run_files import STAGE_FILES
+from sanctuary_local.run.stage_files import StageFile, run_identity
 
 __all__ = ["RunState", "StopPoints", "open_stage_files"]
 
@@ -73,12 +74,21 @@ class RunState:
         self.stops = StopPoints(stop)
         self.cfg: Config = run_config(opts)
         cfg = self.cfg
-        preflight(cfg)
+        self.imported = opts.evidence_from is not None
+        """``--evidence-from``: stages 1–2 come from another system's evidence file (``imported.py``)."""
+        preflight(cfg, upstream=not self.imported)
         # read before the run identity is checked: a bad trust file stops the run before --force clears anything
         self.trust = load_trust(cfg.retrieval.trust_file, cfg.retrieval.trust_default)
-        self.store = open_source(opts.store)  # a knowledge store, or a corpus index (issue 28)
-        self.store_path = retrieval_path(self.store, opts.store)
-        self.claims = select_claims(read_claims(opts.claims), opts.claims_range, opts.limit)
+        all_claims = read_claims(opts.claims)
+        self.claims = select_claims(all_claims, opts.claims_range, opts.limit)
+        if self.imported:  # checked against the claims before anything is written
+            from sanctuary_local.run.imported import EvidenceSource
+
+            self.store = EvidenceSource(Path(opts.evidence_from), self.claims, all_claims, Path(opts.claims))
+            self.store_path = self.store.path
+        else:
+            self.store = open_source(opts.store)  # a knowledge store, or a corpus index (issue 28)
+            self.store_path = retrieval_path(self.store, opts.store)
         self.by_index = {c.index: c for c in self.claims}
         self.out = Path(opts.out)
         identity = run_identity(self.out, cfg, file_sha256(str(opts.claims)), self.store, [c.index for c in self.claims],

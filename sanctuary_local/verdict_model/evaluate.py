@@ -1,7 +1,9 @@
-"""``verdict-model eval``: a model on claims' gold evidence, beside the majority class.
+"""``verdict-model eval``: a model on claims' evidence, beside the majority class.
 
-No LLM and no retrieval: each claim's gold question–answer pairs are the evidence, so the
-figure is the classifier's alone (the pipeline's evidence is judged by
+No LLM and no retrieval: the evidence is each claim's gold question–answer pairs, or the
+pairs another system retrieved (``--evidence``: a leaderboard CSV or a predictions.json,
+``verdict_model.external``), whose own labels are then scored beside the model's. The figure
+is the classifier's alone (the pipeline's evidence end to end is judged by
 ``benchmarks/quality_e2e.py``).
 """
 
@@ -40,12 +42,17 @@ def metrics_of(gold: Sequence[str], pred: Sequence[str]) -> dict[str, Any]:
             "per_class": m["per_class"], "confusion": m["confusion"], "n": m["n"]}
 
 
-def evaluate(model: VerdictModel, xs: Sequence[VerdictInput], offsets: Sequence[float] | None = None) -> dict[str, Any]:
-    """Metrics of the model (argmax, or the decision rule's ``offsets``) and of the majority class."""
+def evaluate(model: VerdictModel, xs: Sequence[VerdictInput], offsets: Sequence[float] | None = None,
+             others: dict[str, Sequence[str]] | None = None) -> dict[str, Any]:
+    """Metrics of the model (argmax, or the decision rule's ``offsets``), of the majority class,
+    and of each of ``others`` (a name → the labels another system gave the same claims, e.g. the
+    evidence file's own labels)."""
     gold = [x.label or "" for x in xs]
     probs = model.predict_proba(xs) if xs else np.zeros((0, 4))
     out = {"model": metrics_of(gold, decide(probs, offsets)),
            "majority": metrics_of(gold, [MAJORITY] * len(gold)), "majority_label": MAJORITY}
+    if others:
+        out["others"] = {name: metrics_of(gold, list(labels)) for name, labels in others.items()}
     if offsets is not None:
         out["argmax"] = metrics_of(gold, decide(probs))
         out["offsets"] = list(offsets)

@@ -27,6 +27,7 @@ from sanctuary_local.verdict_model.base import VerdictModel
 
 CARD = "model_card.json"
 RULE = "decision_rule.json"
+CONFIDENCE = "confidence_rule.json"
 PACKAGED = "packaged:"
 #: Model kinds a card may name → what loads them (``load_model``).
 KINDS = ("tfidf", "encoder")
@@ -51,10 +52,10 @@ def resolve(name: str) -> Path:
 
 
 def directory_sha256(directory: Path) -> str:
-    """SHA-256 over the model's files (names and bytes, sorted), the card and rule excluded:
-    the same weights give the same hash wherever they were trained or copied."""
+    """SHA-256 over the model's files (names and bytes, sorted), the card and the two fitted
+    rules excluded: the same weights give the same hash wherever they were trained or copied."""
     h = hashlib.sha256()
-    for f in sorted(p for p in directory.rglob("*") if p.is_file() and p.name not in (CARD, RULE)):
+    for f in sorted(p for p in directory.rglob("*") if p.is_file() and p.name not in (CARD, RULE, CONFIDENCE)):
         h.update(f.relative_to(directory).as_posix().encode() + b"\0")
         with open(f, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
@@ -145,6 +146,28 @@ def read_rule(directory: Path, model_sha256: str | None = None) -> dict[str, Any
     if model_sha256 is not None and fitted is not None and fitted != model_sha256:
         raise UserError(f"{path}: the rule was fitted for another model (files {str(fitted)[:16]}…, these hash to "
                         f"{model_sha256[:16]}…); refit it with `verdict-model fit-rule`")
+    return rule
+
+
+def read_confidence(directory: Path, model_sha256: str | None = None) -> dict[str, Any] | None:
+    """The confidence rule fitted for this model (``verdict-model fit-confidence``), if any: an
+    object whose ``threshold`` is a probability in [0, 1] or null (never confident), fitted for
+    the model whose files hash to ``model_sha256`` (when the rule records one)."""
+    path = directory / CONFIDENCE
+    if not path.is_file():
+        return None
+    try:
+        rule = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: unreadable confidence rule: {exc}") from None
+    t = rule.get("threshold", "absent") if isinstance(rule, dict) else "absent"
+    if not (t is None or (type(t) in (int, float) and 0.0 <= t <= 1.0)):
+        raise UserError(f"{path}: not a confidence rule: 'threshold' must be a probability (0 to 1) or null; "
+                        "refit it with `verdict-model fit-confidence`")
+    fitted = rule.get("model_sha256")
+    if model_sha256 is not None and fitted is not None and fitted != model_sha256:
+        raise UserError(f"{path}: the rule was fitted for another model (files {str(fitted)[:16]}…, these hash to "
+                        f"{model_sha256[:16]}…); refit it with `verdict-model fit-confidence`")
     return rule
 
 

@@ -84,13 +84,21 @@ def training_inputs(path: Path) -> tuple[list[Claim], list, list[dict[str, Any]]
 
 def evidence_inputs(claims: Sequence[Claim], claims_path: Path, evidence: Path) -> tuple[list, dict[str, Any]]:
     """The training claims that have retrieved evidence, as stage 3 reads them, and what the
-    model card records of its source: a file of ``verdict-model evidence`` (gold questions as
+    model card records of its source: another system's leaderboard CSV or predictions.json
+    (``verdict_model.external``), a file of ``verdict-model evidence`` (gold questions as
     the queries; with a hypothetical answer each when the file's queries carry one) or a run
     directory (stage 1's own questions, ``evidence.read_run_evidence``)."""
     from sanctuary_local.verdict_model.evidence import (
         check_claims_match, inputs_from_evidence, read_evidence, read_run_evidence, run_evidence_file,
     )
 
+    from sanctuary_local.verdict_model.external import external_inputs, is_evidence_file
+
+    if evidence.is_file() and is_evidence_file(evidence):
+        xs, _ = external_inputs(claims, claims_path, evidence)
+        return xs, {"path": str(evidence), "source": "another system's evidence (leaderboard CSV or predictions.json)",
+                    "sha256": file_sha256(evidence), "claims": len(xs),
+                    "labels": dict(Counter(x.label for x in xs).most_common())}
     if evidence.is_dir():
         found, kind = read_run_evidence(evidence, claims, claims_path), "run (stage-1 questions)"
         sha = file_sha256(run_evidence_file(evidence))

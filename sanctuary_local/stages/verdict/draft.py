@@ -45,11 +45,19 @@ class LabelScores:
     exact: bool = True
     """Kept in the record for its readers (always True: every label's probability is exact)."""
     seconds: float = 0.0
+    confident: bool | None = None
+    """The label's probability reaches the model's fitted confidence threshold (None: no rule)."""
+    threshold: float | None = None
+    runner_up: str | None = None
+    """The most likely label after the chosen one (shown beside an uncertain label)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"logprobs": [round(x, KEPT_PLACES) for x in self.logprobs],
-                "probabilities": [round(x, KEPT_PLACES) for x in self.probabilities],
-                "calibrated": self.calibrated, "exact": self.exact}
+        out = {"logprobs": [round(x, KEPT_PLACES) for x in self.logprobs],
+               "probabilities": [round(x, KEPT_PLACES) for x in self.probabilities],
+               "calibrated": self.calibrated, "exact": self.exact}
+        if self.runner_up is not None:
+            out |= {"confident": self.confident, "confidence_threshold": self.threshold, "runner_up": self.runner_up}
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from typing import Any
 
 from sanctuary_local.records import LABELS
 from sanctuary_local.stages.verdict.draft import KEPT_PLACES, Context, Draft, LabelScores
+from sanctuary_local.verdict_model.confidence import sureness
 from sanctuary_local.verdict_model.decision import decide
 from sanctuary_local.verdict_model.inputs import QAPair, VerdictInput, excerpt, from_queries, without
 
@@ -41,6 +42,8 @@ class TrainedVerdict:
     """A ``verdict_model.base.VerdictModel``."""
     offsets: tuple[float, ...] | None = None
     name: str = ""
+    confidence: dict[str, Any] | None = None
+    """The fitted confidence rule (``confidence_rule.json``), None when the model has none."""
 
 
 def trained_threads(verdict_cfg: Any) -> int:
@@ -50,11 +53,12 @@ def trained_threads(verdict_cfg: Any) -> int:
 
 def load_trained(name: str, use_rule: bool = True, threads: int = 2) -> TrainedVerdict:
     """The configured model (``verdict.trained_model``) with its fitted rule, if any."""
-    from sanctuary_local.verdict_model.store import load_model, read_rule
+    from sanctuary_local.verdict_model.store import load_model, read_confidence, read_rule
 
     model = load_model(name, threads)
     rule = read_rule(model.directory, model.sha256) if use_rule else None
-    return TrainedVerdict(model, tuple(rule["offsets"]) if rule else None, name)
+    return TrainedVerdict(model, tuple(rule["offsets"]) if rule else None, name,
+                          read_confidence(model.directory, model.sha256))
 
 
 def _input(d: Draft) -> VerdictInput:
@@ -72,9 +76,13 @@ def classify(drafts: list[Draft], ctx: Context) -> list[Draft]:
     labels = decide(probs, tv.offsets)
     per = (time.perf_counter() - t) / max(1, len(drafts))
     out = []
+    threshold = tv.confidence.get("threshold") if tv.confidence is not None else None
     for d, x, p, label in zip(drafts, xs, probs, labels, strict=True):
+        sure = sureness(p, label, threshold)
         scores = LabelScores(tuple(math.log(max(float(v), 1e-12)) for v in p), tuple(float(v) for v in p),
-                             calibrated=tv.offsets is not None, seconds=per)
+                             calibrated=tv.offsets is not None, seconds=per,
+                             confident=None if tv.confidence is None else bool(threshold is not None and sure.probability >= threshold),
+                             threshold=threshold, runner_up=sure.runner_up)
         meta = {**d.meta, "trained_model": tv.name, "trained_model_sha256": tv.model.sha256[:16],
                 "decision_offsets": list(tv.offsets) if tv.offsets else None, "pairs_read": len(x.pairs)}
         out.append(dataclasses.replace(d, scores=scores, label=label, meta=meta, seconds=d.seconds + per))

@@ -1,0 +1,150 @@
+"""Verdict candidates on real retrieved evidence: the FEVER-8 baseline's 10 QA pairs per claim.
+
+Each candidate is trained on AVeriTeC train only (its gold evidence and/or the baseline's two
+real-web runs over train claims 0-999), then reads the baseline's real-web evidence for dev
+claims 0-249 (``submission_part_a.csv``). Rows: accuracy, macro-F1, per-label F1, training
+wall time, stage-3 seconds per claim (the label and the occlusion justification: the claim
+read 1 + 10 times), and the weights' size; HerO's label (the baseline's own, on the same
+evidence) and the majority class beside them. Candidates are chosen on the tuning claims
+(dev 0-49 and 150-249); the stack (d) is fitted on dev 100-149; dev 50-99 is reported only
+with ``--report`` for the chosen candidate.
+
+    python benchmarks/verdict/real_web.py                          # the table (tuning claims, 0-249)
+    python benchmarks/verdict/real_web.py --report packaged:verdict-web   # once: dev 50-99
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import numpy as np  # noqa: E402
+
+from benchmarks.common import DEFAULT_CLAIMS, SHARED, results_dir, uptime, write_result  # noqa: E402
+
+BASELINE = SHARED / "data" / "fever8_baseline"
+TRAIN = SHARED / "data" / "averitec" / "train.json"
+DEV_EVIDENCE = BASELINE / "submission_part_a.csv"
+TRAIN_EVIDENCE = [BASELINE / f"train_0-999_baseline_evidence_run{k}.csv" for k in (1, 2)]
+TUNE = [*range(0, 50), *range(150, 250)]
+FIT = list(range(100, 150))
+REPORT = list(range(50, 100))
+SHIPPED = ("packaged:verdict-tfidf", "packaged:verdict-tfidf-hyde2000", "packaged:verdict-minilm")
+
+
+def candidates() -> dict[str, dict]:
+    """Name → what ``verdict-model train`` is given (``settings`` of ``TrainSettings``)."""
+    web = {"evidence": TRAIN_EVIDENCE}
+    return {
+        "(a) tfidf, gold + real-web train evidence, C=1": {**web, "settings": {"c": 1.0}},
+        "(a) tfidf, gold + real-web, C=0.5": {**web, "settings": {"c": 0.5}},
+        "(a) tfidf, gold + real-web, C=3": {**web, "settings": {"c": 3.0}},
+        "(a) tfidf, real-web train evidence only, C=1": {**web, "gold": False, "settings": {"c": 1.0}},
+        "(a) tfidf, gold + real-web, C=1, 100 words an answer": {**web, "settings": {"c": 1.0, "answer_words": 100}},
+    }
+
+
+def _size(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+
+
+def _stage3_seconds(model, xs) -> float:  # noqa: ANN001
+    """Seconds per claim of the label and its justification (each pair left out in turn)."""
+    from sanctuary_local.verdict_model.inputs import without
+
+    t = time.perf_counter()
+    model.predict_proba(xs)
+    for x in xs:
+        if x.pairs:
+            model.predict_proba([without(x, k) for k in range(len(x.pairs))])
+    return (time.perf_counter() - t) / max(1, len(xs))
+
+
+def _row(name: str, gold: list[str], pred: list[str], idx: list[int], extra: dict) -> dict:
+    from sanctuary_local.verdict_model.evaluate import metrics_of
+
+    return {"name": name, **extra, "tune": metrics_of([gold[i] for i in TUNE], [pred[i] for i in TUNE]),
+            "all": metrics_of(gold, pred), **({"report": metrics_of([gold[i] for i in idx], [pred[i] for i in idx])}
+                                              if idx else {})}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--claims", type=Path, default=DEFAULT_CLAIMS)
+    ap.add_argument("--only", nargs="*", help="Candidates to train (names' starts); default: all")
+    ap.add_argument("--report", metavar="MODEL", help="Also score this model (packaged:NAME or a directory) on dev 50-99, once")
+    ap.add_argument("--label", default="real_web_candidates")
+    args = ap.parse_args()
+
+    from sanctuary_local.io.claims import read_claims
+    from sanctuary_local.records import LABELS, REFUTED
+    from sanctuary_local.verdict_model.base import TrainSettings
+    from sanctuary_local.verdict_model.decision import decide
+    from sanctuary_local.verdict_model.external import external_inputs
+    from sanctuary_local.verdict_model.store import load_model
+    from sanctuary_local.verdict_model.train import train
+
+    claims = read_claims(args.claims)[:250]
+    xs, found = external_inputs(claims, args.claims, DEV_EVIDENCE, claims)
+    gold = [x.label or "" for x in xs]
+    rows = [_row("HerO-8B: the baseline's own label, same evidence", gold, [found[c.index].label for c in claims],
+                 REPORT if args.report else [], {}),
+            _row("majority class (Refuted)", gold, [REFUTED] * len(gold), REPORT if args.report else [], {})]
+    probs: dict[str, np.ndarray] = {}
+    models: list[tuple[str, str, float | None]] = [(s, s, None) for s in SHIPPED]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, spec in candidates().items():
+            if args.only and not any(name.startswith(o) for o in args.only):
+                continue
+            out = Path(tmp) / f"m{len(models)}"
+            t = time.perf_counter()
+            train(TRAIN, out, TrainSettings(**spec["settings"]), evidence=spec.get("evidence", ()),
+                  gold=spec.get("gold", True))
+            models.append((name, str(out), time.perf_counter() - t))
+        if args.report:
+            models.append((f"chosen: {args.report}", args.report, None))
+        for name, where, wall in models:
+            m = load_model(where)
+            p = m.predict_proba(xs)
+            probs[name] = p
+            pred = decide(p)
+            rows.append(_row(name, gold, pred, REPORT if name.startswith("chosen") else [],
+                             {"train_s": None if wall is None else round(wall, 1),
+                              "stage3_s_per_claim": round(_stage3_seconds(m, xs[:50]), 4),
+                              "weights_mb": round(_size(m.directory) / 1e6, 1)}))
+    meta = {"claims": str(args.claims), "dev_evidence": str(DEV_EVIDENCE), "train": str(TRAIN),
+            "train_evidence": [str(p) for p in TRAIN_EVIDENCE], "uptime": uptime(), "labels": list(LABELS)}
+    write_result(results_dir(__file__), args.label, meta, {"rows": rows}, markdown(rows, meta, bool(args.report)))
+
+
+def _cells(m: dict) -> str:
+    f1 = " / ".join(f"{v['f1']:.2f}" for v in m["per_class"].values())
+    return f"{m['macro_f1']:.3f} | {m['accuracy']:.3f} | {f1}"
+
+
+def markdown(rows: list[dict], meta: dict, report: bool) -> str:
+    lines = ["# Verdict candidates on real retrieved evidence (the FEVER-8 baseline's, dev 0-249)", "",
+             "Evidence: the FEVER-8 baseline's own 10 question-answer pairs per claim, retrieved from the real "
+             "AVeriTeC knowledge store (`submission_part_a.csv`). Trained on AVeriTeC train only (gold evidence "
+             "and the baseline's two real-web runs over train claims 0-999). **Tuning** = dev 0-49 and 150-249 "
+             "(150 claims, where candidates are chosen); **0-249** includes those tuned claims.",
+             f"Machine: `{meta['uptime']}`.", "",
+             "| candidate | tuning: macro-F1 | acc | F1 S / R / NEE / C | 0-249: macro-F1 | acc | F1 S / R / NEE / C "
+             "| train s | stage 3 s/claim | MB |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['name']} | {_cells(r['tune'])} | {_cells(r['all'])} | {r.get('train_s') or '–'} | "
+                     f"{r.get('stage3_s_per_claim', '–')} | {r.get('weights_mb', '–')} |")
+    if report:
+        lines += ["", "## Held out: dev 50-99 (reported once, for the chosen model)", "",
+                  "| row | macro-F1 | acc | F1 S / R / NEE / C |", "|---|---|---|---|"]
+        lines += [f"| {r['name']} | {_cells(r['report'])} |" for r in rows if "report" in r]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
