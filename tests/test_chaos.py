@@ -33,7 +33,7 @@ import pytest
 from sanctuary_local import procs
 from sanctuary_local.io.leaderboard import read_leaderboard_csv
 from sanctuary_local.procs import session_members
-from sanctuary_local.run.stage_files import STAGE_FILES
+from sanctuary_local.io.run_files import STAGE_FILES
 
 #: The stage files of a run with the default config (the optional modes add more; off here).
 RUN_FILES = [STAGE_FILES[s] for s in ("hyde", "retrieval", "verdict")]

@@ -20,7 +20,7 @@ from sanctuary_local.io.predictions import MAX_EVIDENCE, read_predictions_json
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.records import LABELS
-from sanctuary_local.run.stage_files import STAGE_FILES
+from sanctuary_local.io.run_files import STAGE_FILES
 from sanctuary_local.modes.citations import find_quote
 from sanctuary_local.modes.citations import citation_rates
 from shared_runs import TINY_SECTIONS, reuse_extras

@@ -24,7 +24,7 @@ from sanctuary_local.io.leaderboard import check_official_rows
 from sanctuary_local.io.predictions import MAX_EVIDENCE, read_predictions_json
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.records import LABELS, ClaimEvidence, Decomposition, HydeResult
-from sanctuary_local.run.stage_files import STAGE_FILES
+from sanctuary_local.io.run_files import STAGE_FILES
 from sanctuary_local.stages.verdict.parts import and_label
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,7 +22,8 @@ from sanctuary_local.run.fingerprint import (
 )
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.records import HydeResult, Prediction, Query
-from sanctuary_local.run.stage_files import STAGE_FILES, STATE_FILE, StageFile, check_state, run_identity
+from sanctuary_local.io.run_files import STAGE_FILES
+from sanctuary_local.run.stage_files import STATE_FILE, StageFile, check_state, run_identity
 
 ROOT = Path(__file__).resolve().parents[1]
 

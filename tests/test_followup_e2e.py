@@ -21,7 +21,7 @@ from sanctuary_local.io.predictions import MAX_EVIDENCE, read_predictions_json
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.records import LABELS, ClaimEvidence, HydeResult
-from sanctuary_local.run.stage_files import STAGE_FILES
+from sanctuary_local.io.run_files import STAGE_FILES
 from shared_runs import TINY_SECTIONS, TINY_VERDICT_PROMPT, reuse_extras
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -38,7 +38,8 @@ from sanctuary_local.io.predictions import write_predictions_json
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.records import HydeResult, Prediction, Query
 from sanctuary_local.report.build import write_report
-from sanctuary_local.run.stage_files import STAGE_FILES, STATE_FILE, StageFile, check_state
+from sanctuary_local.io.run_files import STAGE_FILES
+from sanctuary_local.run.stage_files import STATE_FILE, StageFile, check_state
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

@@ -19,7 +19,8 @@ from sanctuary_local.records import (
     LABELS, NEE, REFUTED, SUPPORTED, Chunk, Claim, ClaimEvidence, EvidenceSnippet, HydeResult, Prediction, Query,
     QueryEvidence,
 )
-from sanctuary_local.run.stage_files import STAGE_FILES, StageFile
+from sanctuary_local.io.run_files import STAGE_FILES
+from sanctuary_local.run.stage_files import StageFile
 from sanctuary_local.stages.evidence_view import suspected_injection
 
 from support.scripts import load_script

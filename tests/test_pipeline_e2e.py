@@ -26,7 +26,7 @@ from sanctuary_local.io.predictions import MAX_EVIDENCE, NO_ANSWER, read_predict
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.records import LABELS
-from sanctuary_local.run.stage_files import STAGE_FILES
+from sanctuary_local.io.run_files import STAGE_FILES
 from shared_runs import EXAMPLES, N_EXAMPLES, TINY_TRAINED, reuse_extras
 
 pytestmark = pytest.mark.slow

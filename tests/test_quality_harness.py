@@ -117,7 +117,8 @@ def test_a_bad_budget_is_one_usage_error_before_any_run(harness, tmp_path, capsy
 
 def test_llm_usage_counts_tokens_and_prefill_saved_per_stage(harness, tmp_path):
     from sanctuary_local.records import Generation, HydeResult, Prediction
-    from sanctuary_local.run.stage_files import STAGE_FILES, StageFile
+    from sanctuary_local.io.run_files import STAGE_FILES
+    from sanctuary_local.run.stage_files import StageFile
 
     hyde = StageFile(tmp_path / STAGE_FILES["hyde"], HydeResult.from_dict)
     verdict = StageFile(tmp_path / STAGE_FILES["verdict"], Prediction.from_dict)

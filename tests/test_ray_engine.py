@@ -25,7 +25,7 @@ import orjson
 import pytest
 
 from sanctuary_local.pipeline import RunOptions, run_pipeline
-from sanctuary_local.run.stage_files import STAGE_FILES
+from sanctuary_local.io.run_files import STAGE_FILES
 
 from shared_runs import TINY_TRAINED
 

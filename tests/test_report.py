@@ -26,7 +26,8 @@ from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.records import EvidenceItem, HydeResult, Prediction, Query
 from sanctuary_local.report.build import write_report
 from sanctuary_local.report.pages import ReportSnippet, claim_snippets, render_claim
-from sanctuary_local.run.stage_files import STAGE_FILES, StageFile, check_state
+from sanctuary_local.io.run_files import STAGE_FILES
+from sanctuary_local.run.stage_files import StageFile, check_state
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

@@ -19,7 +19,8 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.interrupt import RunInterrupted, StopRequest
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.run.budget import BudgetPlanner
-from sanctuary_local.run.stage_files import STAGE_FILES, STATE_FILE
+from sanctuary_local.io.run_files import STAGE_FILES
+from sanctuary_local.run.stage_files import STATE_FILE
 from test_run_faults import EXAMPLES, TINY, fault_before, use_stub
 
 STAGES = [STAGE_FILES[s] for s in ("hyde", "retrieval", "verdict")]

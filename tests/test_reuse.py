@@ -15,7 +15,8 @@ from sanctuary_local.config.settings import load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.records import HydeResult, Query
 from sanctuary_local.run.reuse import CHAIN, reusable_stages, reuse_stages
-from sanctuary_local.run.stage_files import STAGE_FILES, StageFile
+from sanctuary_local.io.run_files import STAGE_FILES
+from sanctuary_local.run.stage_files import StageFile
 from shared_runs import TINY_SECTIONS, TINY_VERDICT_PROMPT
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -34,7 +34,7 @@ from sanctuary_local.cli import main
 from sanctuary_local.interrupt import RunInterrupted, StopRequest
 from sanctuary_local.pipeline import RunOptions, run_pipeline
 from sanctuary_local.run import stage_files as runstate
-from sanctuary_local.run.stage_files import STAGE_FILES
+from sanctuary_local.io.run_files import STAGE_FILES
 
 from support.fake_llm import FixedLatencyLLM
 

@@ -376,7 +376,8 @@ def test_evidence_build_searches_with_the_queries_it_is_given(train_evidence: tu
     """``build(queries=…)``: each gold question searched with a hypothetical answer (the claim's
     text, as ``benchmarks/verdict/hyde_evidence.py`` does) reaches stage 2 and its record."""
     from sanctuary_local.records import Query
-    from sanctuary_local.verdict_model.evidence import build, read_evidence
+    from sanctuary_local.run.training_evidence import build
+    from sanctuary_local.verdict_model.evidence import read_evidence
     from sanctuary_local.verdict_model.train import read_training_claims
 
     claims_path, _ = train_evidence

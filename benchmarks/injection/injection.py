@@ -117,7 +117,8 @@ def load_cases(run_dir: Path, claims_path: Path, indices: str, limit: int | None
     ``followup`` (the run's ``followup.enabled``): the evidence stage 3 read, with the
     follow-up round merged in."""
     from sanctuary_local.io.claims import read_claims
-    from sanctuary_local.run.stage_files import STAGE_FILES, StageFile
+    from sanctuary_local.io.run_files import STAGE_FILES
+    from sanctuary_local.run.stage_files import StageFile
 
     lo, hi = parse_range(indices)
     evidence_path = run_dir / STAGE_FILES["followup" if followup else "retrieval"]

@@ -30,7 +30,8 @@ def main() -> int:
     args = ap.parse_args()
     from sanctuary_local.evaluation.inputs import load_gold
     from sanctuary_local.records import Prediction
-    from sanctuary_local.run.stage_files import STAGE_FILES, StageFile
+    from sanctuary_local.io.run_files import STAGE_FILES
+    from sanctuary_local.run.stage_files import StageFile
 
     base, mode = (StageFile(Path(d) / STAGE_FILES["verdict"], Prediction.from_dict).records for d in (args.base, args.mode))
     gold = {g.claim_id: g.label for g in load_gold(args.claims)}

@@ -46,7 +46,7 @@ def as_examples(preds: list, *, label_of=lambda p: p.label) -> list:
 
 def stage_seconds(run_dir: Path, indices: list[int]) -> dict[str, float | None]:
     """Mean seconds per claim of each stage, from the per-claim records of the stage files."""
-    from sanctuary_local.run.stage_files import STAGE_FILES
+    from sanctuary_local.io.run_files import STAGE_FILES
 
     out: dict[str, float | None] = {}
     for stage, name in STAGE_FILES.items():
@@ -99,7 +99,7 @@ def decomposition_stats(preds: list) -> dict[str, float] | None:
 def llm_usage(run_dir: Path, indices: list[int]) -> dict[str, dict[str, float] | None]:
     """Per LLM stage, from each claim's generation record: prompt, reused-prefix ("cached": prefill
     saved) and completion tokens per claim, and tokens/s in and out over the generation seconds."""
-    from sanctuary_local.run.stage_files import STAGE_FILES
+    from sanctuary_local.io.run_files import STAGE_FILES
 
     def gen_of(stage: str, rec: dict) -> dict:
         return rec.get("generation") or {} if stage in ("decompose", "hyde", "followup_questions") else rec.get("meta") or {}

@@ -32,7 +32,8 @@ from benchmarks.verdict import tfidf_sweep as sweep
 from sanctuary_local.errors import UserError  # noqa: E402
 from sanctuary_local.records import Claim, Query  # noqa: E402
 from sanctuary_local.verdict_model.base import TrainSettings  # noqa: E402
-from sanctuary_local.verdict_model.evidence import build, inputs_from_evidence  # noqa: E402
+from sanctuary_local.run.training_evidence import build  # noqa: E402
+from sanctuary_local.verdict_model.evidence import inputs_from_evidence  # noqa: E402
 from sanctuary_local.verdict_model.tfidf import fit  # noqa: E402
 
 

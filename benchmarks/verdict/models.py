@@ -48,7 +48,8 @@ from sanctuary_local.evaluation.meteor import averitec_hits, batch_utilities  # 
 from sanctuary_local.io.claims import read_claims  # noqa: E402
 from sanctuary_local.io.predictions import gold_to_solution  # noqa: E402
 from sanctuary_local.records import HYDE_LABELS, REFUTED, ClaimEvidence, HydeResult  # noqa: E402
-from sanctuary_local.run.stage_files import STAGE_FILES, StageFile  # noqa: E402
+from sanctuary_local.io.run_files import STAGE_FILES  # noqa: E402
+from sanctuary_local.run.stage_files import StageFile  # noqa: E402
 from sanctuary_local.stages.verdict import line as verdict  # noqa: E402
 from sanctuary_local.stages.verdict.trained import load_trained  # noqa: E402
 from sanctuary_local.verdict_model.decision import decide, fit_offsets  # noqa: E402

@@ -22,15 +22,16 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from sanctuary_local.errors import UserError
+from sanctuary_local.io.run_files import final_evidence
 from sanctuary_local.io.safe_io import atomic_write_bytes, open_regular, read_regular
-from sanctuary_local.records import ClaimEvidence, Prediction
+from sanctuary_local.records import Prediction
 from sanctuary_local.report.pages import ReportSnippet, claim_snippets, page_name, render_claim, render_index
 
 if TYPE_CHECKING:
     from sanctuary_local.corpus.source import CorpusSource
     from sanctuary_local.io.store import KnowledgeStore
 
-__all__ = ["ReportSummary", "open_store", "read_stage2", "run_info", "write_report"]
+__all__ = ["ReportSummary", "open_store", "run_info", "write_report"]
 
 #: Largest ``run_state.json`` / ``config.json`` / ``timings.json`` read for the pages.
 MAX_RUN_FILE_BYTES = 16 * 1024 * 1024
@@ -63,23 +64,6 @@ def run_info(run_dir: Path) -> str:
     if timings.get("complete") is False:
         parts.append(f"unfinished run: {timings.get('n_claims', '?')} of {timings.get('n_selected', '?')} claims")
     return " · ".join(parts)
-def read_stage2(path: Path) -> dict[int, ClaimEvidence]:
-    """Stage-2 records by claim index; unreadable lines (a torn last line) are skipped."""
-    out: dict[int, ClaimEvidence] = {}
-    try:
-        with open_regular(path) as fh:  # a FIFO or a device is no stage file: skipped
-            data = fh.read()
-    except (OSError, UserError):
-        return out
-    for raw in data.splitlines():
-        try:
-            obj = orjson.loads(raw)
-            out.setdefault(int(obj["claim_index"]), ClaimEvidence.from_dict(obj["record"]))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            continue
-    return out
-
-
 def _recorded_store(run_dir: Path) -> Path | None:
     """The store the run used, as ``run_state.json`` records it (None: not recorded);
     runs made before the store was fingerprinted by content name it in ``fingerprint.store``."""
@@ -214,7 +198,7 @@ def write_report(run_dir: Path, out: Path | None = None, store: Path | None = No
     tick = progress or (lambda done, total: None)
     run_dir = Path(run_dir)
     preds = _read_predictions(run_dir, claims_range)
-    stage2 = {**read_stage2(run_dir / "stage2_evidence.jsonl"), **read_stage2(run_dir / "stage2c_followup_evidence.jsonl")}
+    stage2 = final_evidence(run_dir)
     ks, why_not = open_store(run_dir, store)
     out = Path(out) if out is not None else run_dir / "report"
     try:

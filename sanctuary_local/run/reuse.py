@@ -43,7 +43,8 @@ import orjson
 from sanctuary_local.config.settings import Config
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.safe_io import read_regular
-from sanctuary_local.run.stage_files import STAGE_FILES, STATE_FILE, StageFile
+from sanctuary_local.io.run_files import STAGE_FILES
+from sanctuary_local.run.stage_files import STATE_FILE, StageFile
 
 __all__ = ["CHAIN", "reusable_stages", "reuse_stages"]
 

@@ -29,20 +29,11 @@ from typing import Any, Generic, TypeVar
 import orjson
 
 from sanctuary_local.errors import StorageError, UserError
+from sanctuary_local.io.run_files import STAGE_FILES, complete_lines
 from sanctuary_local.io.safe_io import atomic_write_bytes, open_append, open_regular, read_regular
 
 T = TypeVar("T")
 
-STAGE_FILES = {
-    "decompose": "stage0_decompose.jsonl",  # decompose.enabled (issue 15, mode 3)
-    "hyde": "stage1_hyde.jsonl",
-    "retrieval": "stage2_evidence.jsonl",
-    # followup.enabled (issue 15, mode 2): the follow-up questions, then the evidence with
-    # their round merged in (what stage 3 reads then).
-    "followup_questions": "stage2b_followup_questions.jsonl",
-    "followup": "stage2c_followup_evidence.jsonl",
-    "verdict": "stage3_predictions.jsonl",
-}
 STATE_FILE = "run_state.json"
 #: Largest ``run_state.json`` read (it holds a few hashes and paths).
 MAX_STATE_BYTES = 1 << 20
@@ -84,22 +75,7 @@ class StageFile(Generic[T]):
                 data = f.read()
         except FileNotFoundError:
             return
-        good_end = 0
-        pos = 0
-        while pos < len(data):
-            nl = data.find(b"\n", pos)
-            if nl < 0:  # torn last line: no newline → never fully written
-                break
-            line = data[pos:nl]
-            try:
-                obj = orjson.loads(line)
-                rec = self._decode(obj["record"])
-            except Exception:  # a damaged line: stop here, everything after is redone
-                break
-            idx = int(obj["claim_index"])
-            self.records.setdefault(idx, rec)  # first write wins: exactly once
-            self.extras.setdefault(idx, obj.get("extra") or {})
-            pos = good_end = nl + 1
+        self.records, self.extras, good_end = complete_lines(data, self._decode)
         if good_end < len(data) and self._repair:
             self.repaired_bytes = len(data) - good_end
             fd = os.open(self.path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)

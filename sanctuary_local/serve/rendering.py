@@ -131,7 +131,7 @@ def load_result(run_dir: Path, corpus: Path, indexed: Container[str], check_id: 
 
     from sanctuary_local.corpus.index import CorpusIndex, locate_snippet
     from sanctuary_local.io.predictions import prediction_to_official, read_predictions_json
-    from sanctuary_local.report.build import read_stage2
+    from sanctuary_local.io.run_files import read_stage2
     from sanctuary_local.report.pages import claim_snippets, linkify_citations, snippet_in_context
 
     preds = read_predictions_json(run_dir / "predictions.json")
