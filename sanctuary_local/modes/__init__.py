@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sanctuary_local.config.settings import Config, VerdictConfig
 from sanctuary_local.stages.verdict.line import ModeSteps, Step
 
-__all__ = ["MODES", "Mode", "enabled_modes", "verdict_steps"]
+__all__ = ["MODES", "Mode", "enabled_modes", "run_stages", "verdict_steps"]
 
 VerdictHook = Callable[[VerdictConfig, bool], tuple[tuple[Step, ...], tuple[Step, ...]]]
 
@@ -37,6 +37,8 @@ class Mode:
     verdict: VerdictHook | None = None
     """Its steps in stage 3 for a verdict config and a wave with parts (or not): (before the
     label is read, after)."""
+    own_stage: tuple[str, str] | None = None
+    """A run stage of its own and the stage it runs before (None: it only hooks into others)."""
 
 
 def _decompose_verdict(cfg: VerdictConfig, decomposed: bool) -> tuple[tuple[Step, ...], tuple[Step, ...]]:
@@ -54,9 +56,9 @@ def _citations_verdict(cfg: VerdictConfig, decomposed: bool) -> tuple[tuple[Step
 #: The optional modes, in the order their steps run where two share a place.
 MODES: dict[str, Mode] = {
     "decompose": Mode("decompose.enabled", lambda c: c.decompose.enabled, ("decompose", "retrieval", "verdict"),
-                      "prompts.decompose", _decompose_verdict),
+                      "prompts.decompose", _decompose_verdict, own_stage=("decompose", "hyde")),
     "followup": Mode("followup.enabled", lambda c: c.followup.enabled, ("followup_questions", "followup"),
-                     "prompts.followup"),
+                     "prompts.followup", own_stage=("followup", "verdict")),
     "citations": Mode("verdict.citations", lambda c: c.verdict.citations, ("verdict",), "prompts.verdict",
                       _citations_verdict),
     "trust": Mode("retrieval.trust_file", lambda c: bool(c.retrieval.trust_file), ("retrieval",), "trust_file"),
@@ -66,6 +68,17 @@ MODES: dict[str, Mode] = {
 def enabled_modes(cfg: Config) -> list[str]:
     """The modes this config turns on, in table order."""
     return [name for name, mode in MODES.items() if mode.enabled(cfg)]
+
+
+def run_stages(cfg: Config, base: tuple[str, ...] = ("hyde", "retrieval", "verdict")) -> tuple[str, ...]:
+    """The stages a run executes, in order: ``base`` with the enabled modes' own stages, each
+    before the stage it precedes (decomposition before stage 1, the follow-up round before 3)."""
+    out = list(base)
+    for mode in MODES.values():
+        if mode.own_stage is not None and mode.enabled(cfg):
+            own, before = mode.own_stage
+            out.insert(out.index(before), own)
+    return tuple(out)
 
 
 def verdict_steps(cfg: VerdictConfig, decomposed: bool = False) -> ModeSteps:

@@ -21,6 +21,7 @@ from rich.table import Table
 from sanctuary_local import __version__
 from sanctuary_local.config.settings import Config
 from sanctuary_local.io.safe_io import atomic_write_bytes, open_append
+from sanctuary_local.modes import run_stages
 from sanctuary_local.run.timings import run_timings
 
 if TYPE_CHECKING:
@@ -140,8 +141,7 @@ class RunReporter:
         self._handler = _open_run_log(out / "run.log")
         self.stats: dict[str, dict[str, Any]] = {
             s: {"total_s": 0.0, "load_s": 0.0, "tokens_in": 0, "tokens_out": 0, "n": 0}
-            for s in (*(("decompose",) if cfg.decompose.enabled else ()), "hyde", "retrieval",
-                      *(("followup",) if cfg.followup.enabled else ()), "verdict")
+            for s in run_stages(cfg)
         }
         self.budget_notes: list[dict[str, Any]] = []
         self.progress = Progress(

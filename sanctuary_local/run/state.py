@@ -150,6 +150,7 @@ class RunState:
         return self.cfg.hyde.llm.backend in ("vllm", "openai_http")
 
     def stage_names(self) -> tuple[str, ...]:
-        """The stages this run executes, in order (decomposition and follow-up round only when enabled)."""
-        return (*(("decompose",) if self.cfg.decompose.enabled else ()), *STAGES[:-1],
-                *(("followup",) if self.cfg.followup.enabled else ()), STAGES[-1])
+        """The stages this run executes, in order (the enabled modes' own stages among them)."""
+        from sanctuary_local.modes import run_stages
+
+        return run_stages(self.cfg, STAGES)
