@@ -298,7 +298,7 @@ def test_trained_mode_config_needs_a_model() -> None:
 
 
 # ------------------------------------------------------------------ the shipped model
-@pytest.mark.parametrize("shipped", ["the cpu default", "packaged:verdict-tfidf-hyde", "packaged:verdict-tfidf",
+@pytest.mark.parametrize("shipped", ["the cpu default", "packaged:verdict-tfidf-hyde2000", "packaged:verdict-tfidf",
                                      "packaged:verdict-minilm"])
 def test_shipped_model_on_one_claim_through_the_stage(shipped: str) -> None:
     """Each shipped model (the default profile's, the two former defaults and the cross-encoder

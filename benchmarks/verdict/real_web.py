@@ -34,7 +34,7 @@ TRAIN_EVIDENCE = [BASELINE / f"train_0-999_baseline_evidence_run{k}.csv" for k i
 TUNE = [*range(0, 50), *range(150, 250)]
 FIT = list(range(100, 150))
 REPORT = list(range(50, 100))
-SHIPPED = ("packaged:verdict-tfidf", "packaged:verdict-tfidf-hyde2000", "packaged:verdict-minilm")
+SHIPPED = ("packaged:verdict-tfidf", "packaged:verdict-tfidf-hyde2000", "packaged:verdict-minilm", "packaged:verdict-tfidf-web")
 
 
 def candidates() -> dict[str, dict]:
@@ -45,7 +45,6 @@ def candidates() -> dict[str, dict]:
         "(a) tfidf, gold + real-web, C=0.5": {**web, "settings": {"c": 0.5}},
         "(a) tfidf, gold + real-web, C=3": {**web, "settings": {"c": 3.0}},
         "(a) tfidf, real-web train evidence only, C=1": {**web, "gold": False, "settings": {"c": 1.0}},
-        "(a) tfidf, gold + real-web, C=1, 100 words an answer": {**web, "settings": {"c": 1.0, "answer_words": 100}},
     }
 
 
@@ -117,9 +116,87 @@ def main() -> None:
                              {"train_s": None if wall is None else round(wall, 1),
                               "stage3_s_per_claim": round(_stage3_seconds(m, xs[:50]), 4),
                               "weights_mb": round(_size(m.directory) / 1e6, 1)}))
+    rows.append(_stance_row(claims, args.claims, xs, gold))
+    extra = _confidence(args.report, xs, gold) if args.report else {}
     meta = {"claims": str(args.claims), "dev_evidence": str(DEV_EVIDENCE), "train": str(TRAIN),
             "train_evidence": [str(p) for p in TRAIN_EVIDENCE], "uptime": uptime(), "labels": list(LABELS)}
-    write_result(results_dir(__file__), args.label, meta, {"rows": rows}, markdown(rows, meta, bool(args.report)))
+    write_result(results_dir(__file__), args.label, meta, {"rows": rows, **extra},
+                 markdown(rows, meta, bool(args.report)) + extra.get("markdown", ""))
+
+
+def _stance_row(claims, claims_path: Path, xs, gold: list[str]) -> dict:  # noqa: ANN001
+    """(c): explicit stance features per pair (refutation, negation, support, hedging and
+    conflict cues; numbers of the claim missing from the answer; overlap), pooled per claim
+    (mean, max, overlap-weighted), then a balanced logistic regression trained on the real-web
+    train evidence."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    from benchmarks.verdict.stance_features import claim_feats
+    from sanctuary_local.records import LABELS
+    from sanctuary_local.verdict_model.base import class_weights
+    from sanctuary_local.verdict_model.external import external_inputs
+    from sanctuary_local.verdict_model.train import read_training_claims
+
+    t = time.perf_counter()
+    train_claims, _ = read_training_claims(TRAIN)
+    txs = [x for path in TRAIN_EVIDENCE for x in external_inputs(train_claims, TRAIN, path)[0]]
+
+    def feats(inputs) -> np.ndarray:  # noqa: ANN001
+        return np.array([claim_feats(x.claim, [(p.question, p.answer) for p in x.pairs]) for x in inputs])
+
+    y = np.array([LABELS.index(x.label) for x in txs])
+    sc = StandardScaler().fit(ftr := feats(txs))
+    w = class_weights([x.label for x in txs], "balanced")
+    lr = LogisticRegression(C=0.1, max_iter=3000, class_weight=dict(enumerate(w))).fit(sc.transform(ftr), y)
+    wall = time.perf_counter() - t
+    t = time.perf_counter()
+    pred = [LABELS[i] for i in lr.predict(sc.transform(feats(xs)))]
+    per = (time.perf_counter() - t) / len(xs)
+    return _row("(c) stance features per pair, pooled, logistic regression (real-web train evidence)", gold, pred, [],
+                {"train_s": round(wall, 1), "stage3_s_per_claim": round(per, 4), "weights_mb": 0.0})
+
+
+def _confidence(model_name: str, xs, gold: list[str]) -> dict:  # noqa: ANN001
+    """The chosen model's confidence rule on dev 50-99 and 0-249, and the risk-coverage figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from sanctuary_local.verdict_model.confidence import answered, risk_coverage
+    from sanctuary_local.verdict_model.decision import decide
+    from sanctuary_local.verdict_model.store import load_model, read_confidence
+
+    m = load_model(model_name)
+    rule = read_confidence(m.directory, m.sha256) or {}
+    t = rule.get("threshold")
+    p = m.predict_proba(xs)
+    labels = decide(p)
+    out, lines = {"threshold": t, "rule": rule}, ["", f"## Saying when unsure: {model_name}, threshold {t}", "",
+                                                 f"Fitted on dev 100-149 (real-web evidence): {rule.get('fit_answered')} of "
+                                                 f"{rule.get('claims_fitted')} claims confident, {rule.get('fit_accuracy')} of them right.", "",
+                                                 "| claims | confident (share) | right among them | accuracy of all |", "|---|---|---|---|"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, idx in (("dev 50-99 (held out)", REPORT), ("dev 0-249 (incl. tuned and fit claims)", list(range(len(xs))))):
+        pp, ll, gg = p[idx], [labels[i] for i in idx], [gold[i] for i in idx]
+        a = answered(pp, ll, gg, t)
+        out[name] = a
+        acc = sum(x == y for x, y in zip(ll, gg)) / len(gg)
+        lines.append(f"| {name} | {a['answered']} ({a['coverage']:.2f}) | {a['accuracy']} | {acc:.3f} |")
+        rc = risk_coverage(pp, ll, gg)
+        ax.plot([c for c, _ in rc], [r for _, r in rc], label=name)
+    ax.axhline(0.8, color="grey", ls=":", lw=1)
+    ax.set_xlabel("share of claims answered (surest first)")
+    ax.set_ylabel("accuracy of the answered claims")
+    ax.set_title(f"Risk-coverage, real-web evidence: {model_name.removeprefix('packaged:')}")
+    ax.set_ylim(0, 1.02)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(results_dir(__file__) / "real_web_risk_coverage.png", dpi=110)
+    lines += ["", "![risk-coverage](real_web_risk_coverage.png)", ""]
+    out["markdown"] = "\n".join(lines) + "\n"
+    return out
 
 
 def _cells(m: dict) -> str:

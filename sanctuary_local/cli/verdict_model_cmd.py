@@ -16,7 +16,7 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.io.claims import parse_claims_range
 
 console = Console()
-DEFAULT_MODEL = "packaged:verdict-tfidf-hyde2000"
+DEFAULT_MODEL = "packaged:verdict-tfidf-web"
 
 
 def _terminated(signum: int, frame: object) -> None:
