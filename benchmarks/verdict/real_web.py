@@ -120,7 +120,7 @@ def main() -> None:
     extra = _confidence(args.report, xs, gold) if args.report else {}
     meta = {"claims": str(args.claims), "dev_evidence": str(DEV_EVIDENCE), "train": str(TRAIN),
             "train_evidence": [str(p) for p in TRAIN_EVIDENCE], "uptime": uptime(), "labels": list(LABELS)}
-    write_result(results_dir(__file__), args.label, meta, {"rows": rows, **extra},
+    write_result(results_dir(__file__), args.label, meta, {"rows": rows, "model": args.report, **extra},
                  markdown(rows, meta, bool(args.report)) + extra.get("markdown", ""))
 
 
