@@ -204,6 +204,15 @@ def evaluate(
         write_json(json_out, result)
 
 
+def _refuse_shipped(model_dir: Path, command: str) -> None:
+    """One line when ``model_dir`` is a shipped model: ``command`` writes into the model directory."""
+    from sanctuary_local.verdict_model.store import packaged_dir
+
+    if str(model_dir).startswith("packaged:") or packaged_dir().resolve() in model_dir.resolve().parents:
+        raise UserError(f"{model_dir}: is a model shipped in the package; {command} writes into the model "
+                        "directory, so copy it first (cp -r) and fit the copy")
+
+
 def fit_rule(
     model_dir: Path = typer.Argument(..., help="The model directory to fit the rule for (written into it; "
                                 "a shipped model: fit a copy)."),
@@ -218,12 +227,9 @@ def fit_rule(
     from sanctuary_local.verdict_model.decision import fit_offsets
     from sanctuary_local.verdict_model.evaluate import evaluate as do_eval
     from sanctuary_local.verdict_model.evaluate import labelled
-    from sanctuary_local.verdict_model.store import RULE, load_model, packaged_dir, write_json
+    from sanctuary_local.verdict_model.store import RULE, load_model, write_json
 
-    shipped = packaged_dir().resolve()
-    if str(model_dir).startswith("packaged:") or shipped in model_dir.resolve().parents:
-        raise UserError(f"{model_dir}: is a model shipped in the package; fit-rule writes into the model "
-                        "directory, so copy it first (cp -r) and fit the copy")
+    _refuse_shipped(model_dir, "fit-rule")
     _check_output(model_dir / RULE, (claims, evidence), "the decision rule")
     if evidence is not None and not evidence.is_file():
         what = "is a directory, not an evidence file" if evidence.is_dir() else "no such evidence file"
@@ -266,11 +272,9 @@ def fit_confidence(
     from sanctuary_local.verdict_model.confidence import fit_threshold
     from sanctuary_local.verdict_model.decision import decide
     from sanctuary_local.verdict_model.evaluate import labelled
-    from sanctuary_local.verdict_model.store import CONFIDENCE, load_model, packaged_dir, read_rule, write_json
+    from sanctuary_local.verdict_model.store import CONFIDENCE, load_model, read_rule, write_json
 
-    if str(model_dir).startswith("packaged:") or packaged_dir().resolve() in model_dir.resolve().parents:
-        raise UserError(f"{model_dir}: is a model shipped in the package; fit-confidence writes into the model "
-                        "directory, so copy it first (cp -r) and fit the copy")
+    _refuse_shipped(model_dir, "fit-confidence")
     _check_output(model_dir / CONFIDENCE, (claims, evidence), "the confidence rule")
     all_claims = read_claims(claims)
     a, b = _range(indices, len(all_claims), claims)
