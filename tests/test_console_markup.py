@@ -35,7 +35,7 @@ def test_convert_and_inspect_print_a_markup_path_as_text(tmp_path: Path, capsys:
     pred.write_text(json.dumps([{"claim_id": 0, "claim": "c", "evidence": [{"question": "Q?", "answer": "A."}],
                                  "pred_label": "Refuted"}]), encoding="utf-8")
     assert main(["convert", str(pred), "--to", str(folder / "o.csv")]) == 0
-    assert f"{pred} (predictions) → {folder / 'o.csv'}" in capsys.readouterr().err.replace("\n", "")
+    assert f"{pred} (predictions) → {folder / 'o.csv'}" in " ".join(capsys.readouterr().err.split())  # wrapped at any width
     store = folder / "store"
     store.mkdir()
     (store / "0.json").write_text('{"url": "u", "url2text": ["a"]}\n{bad\n', encoding="utf-8")

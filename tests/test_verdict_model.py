@@ -558,7 +558,7 @@ def test_fit_rule_on_retrieved_evidence(train_evidence: tuple[Path, Path], tmp_p
 
 
 def test_a_passage_that_barely_moves_the_label_is_not_quoted_as_weighing() -> None:
-    """With the shipped default, leaving out 'Traffic was heavy on Saturday.' lowers Refuted by
+    """With the former default (verdict-tfidf-hyde2000, still shipped), leaving out 'Traffic was heavy on Saturday.' lowers Refuted by
     ~0.004: it used to be quoted as weighing most, 'without it Refuted falls by 0.00' (a
     newcomer's walkthrough found this confusing). A passage is quoted only when its drop
     shows as at least 0.01."""
@@ -574,7 +574,7 @@ def test_a_passage_that_barely_moves_the_label_is_not_quoted_as_weighing() -> No
                for i, (q, t) in enumerate(texts))
     claim = Claim(index=0, text="The Harlow Street Bridge in Millbrook opened to traffic on 14 September 2024.")
     (p,) = verdict.run_verdict([claim], [HydeResult(0, None, ())], [ClaimEvidence(0, qs)], None, cfg.verdict,
-                               trained=load_trained(cfg.verdict.trained_model))
+                               trained=load_trained("packaged:verdict-tfidf-hyde2000"))
     assert "falls by 0.00" not in p.justification, p.justification
     assert all(w["weight"] >= MIN_WEIGHT for w in p.meta["weighs_most"])
     assert "No single passage moves the label" in p.justification, p.justification

@@ -115,9 +115,9 @@ def print_check(pred: Any, index: Any, console: Any = None) -> list[Any]:
     console = console or Console(width=max(100, shutil.get_terminal_size((100, 20)).columns))
     cited = cite_prediction(index, pred)
     console.print(f"[bold]claim[/]: {escape(pred.claim)}", highlight=False)
-    unsure = uncertain_note(pred.label, pred.meta)
-    said = f"[bold yellow]{escape(unsure)}[/]" if unsure else f"[bold magenta]{escape(pred.label)}[/]"
-    console.print(f"[bold]verdict[/]: {said}", highlight=False)
+    console.print(f"[bold]verdict[/]: [bold magenta]{escape(pred.label)}[/]", highlight=False)
+    if unsure := uncertain_note(pred.label, pred.meta):
+        console.print(f"  [bold yellow]{escape(unsure)}[/]", highlight=False)
     if scores := label_scores_line(pred.meta):
         console.print(f"  {escape(scores)}", highlight=False)
     if pred.flags:

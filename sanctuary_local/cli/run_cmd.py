@@ -136,9 +136,9 @@ def print_verdicts(summary: Any, claims: Path, console: Any = None) -> None:
         console.print(f"[bold]claim {escape(str(p.claim_id))}[/]: {escape(p.claim)}", highlight=False)
         g = gold.get(p.claim_index)
         mark = "" if g is None else (" [green](gold: same)[/]" if g == p.label else f" [yellow](gold: {escape(g)})[/]")
-        unsure = uncertain_note(p.label, p.meta)
-        said = f"[bold yellow]{escape(unsure)}[/]" if unsure else f"[bold magenta]{escape(p.label)}[/]"
-        console.print(f"  → {said}{mark}" + (f"  flags: {shown}" if p.flags else ""), highlight=False)
+        console.print(f"  → [bold magenta]{escape(p.label)}[/]{mark}" + (f"  flags: {shown}" if p.flags else ""), highlight=False)
+        if unsure := uncertain_note(p.label, p.meta):
+            console.print(f"    [bold yellow]{escape(unsure)}[/]", highlight=False)
         scores = label_scores_line(p.meta)
         if scores:
             console.print(f"    {escape(scores)}", highlight=False, soft_wrap=True)
