@@ -65,6 +65,6 @@ def reference_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     test_pipeline_e2e reads it, and the citations, follow-up, reuse and corrupted-store
     tests start from its finished stages with ``--reuse-from`` where their inputs are the
     same (issue 29: the real model's stages 1-2 ran once per module before)."""
-    from shared_runs import make_reference_run
+    from tests.support.shared_runs import make_reference_run
 
     return make_reference_run(tmp_path_factory.mktemp("reference"))

@@ -2,12 +2,12 @@
 prompt gets one question, every verdict prompt a label, after a fixed sleep per request.
 
 It measures and tests the *engine* (scheduling, writing, retries, Ray's overhead), never a
-model: the real models run in the end-to-end tests. ``tests/test_run_faults.py``'s stub is
+model: the real models run in the end-to-end tests. ``tests/hostile/test_run_faults.py``'s stub is
 this class with no latency. Swapped in for ``sanctuary_local.llm.make_backend`` with
 ``FakeFactory``; the Ray engine ships a factory from outside the package to its workers by
 value, so the same swap reaches Ray's actors.
 
-Fault hooks for ``tests/test_ray_engine.py``, each firing once per run directory (a marker
+Fault hooks for ``tests/hostile/test_ray_engine.py``, each firing once per run directory (a marker
 file says it fired): ``kill_on`` — the request whose tag is that (e.g. ``verdict:1``)
 SIGKILLs its own process; ``hold_on`` — that request writes ``<marker>.reached`` and sleeps
 ``hold_s`` seconds (time for the test to kill the actor mid-claim)."""

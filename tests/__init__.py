@@ -1,0 +1,1 @@
+"""The test suite, grouped by kind: see tests/README.md."""

@@ -1,0 +1,1 @@
+"""hostile tests (see tests/README.md)."""

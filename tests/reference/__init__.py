@@ -1,0 +1,1 @@
+"""reference tests (see tests/README.md)."""

@@ -1,0 +1,1 @@
+"""serve tests (see tests/README.md)."""
