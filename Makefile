@@ -68,7 +68,7 @@ vllm: $(VLLM_STAMP) $(VLLM_MODEL)/.sanctuary-source.json
 
 # The pipeline end to end on examples/ with both LLM stages on vLLM (tests marked `vllm`).
 test-vllm: vllm
-	$(VLLM_BIN)/python -m pytest -m vllm -s tests/test_vllm_cpu.py
+	$(VLLM_BIN)/python -m pytest -m vllm -s tests/e2e/test_vllm_cpu.py
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache

@@ -1,6 +1,6 @@
 """Time a set of test modules with pytest's own clock (issue 29: how long `make test` takes).
 
-    python benchmarks/speed/test_profile.py --label after tests/test_citations_e2e.py tests/test_reuse.py -k "e2e"
+    python benchmarks/speed/test_profile.py --label after tests/e2e/test_citations_e2e.py tests/e2e/test_reuse.py -k "e2e"
 
 Runs ``python -m pytest -q --durations=0 ARGS`` once (from the repository root, with this
 Python), keeps its whole output, and writes ``benchmarks/results/speed/test_profile_<label>.md``
