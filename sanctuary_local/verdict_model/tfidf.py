@@ -33,13 +33,8 @@ def _vectorizer(vocabulary: dict[str, int] | None = None):  # noqa: ANN202 - skl
     return TfidfVectorizer(vocabulary=vocabulary, dtype=np.float32, **_VECTORIZER)
 
 
-def fit(xs: Sequence[VerdictInput], s: TrainSettings, max_pairs: int = 10,  # noqa: ANN201 - sklearn types
-        max_iter: int = MAX_ITER):
-    """The fitted vectoriser and logistic regression (in memory): what ``train_tfidf`` writes,
-    and what ``benchmarks/verdict/tfidf_sweep.py`` scores without writing. Each answer is cut to
-    ``s.answer_words`` words (its focused part with ``s.answer_focus``), and at most ``max_pairs``
-    pairs are read (stage 3 reads 10). ``max_iter`` caps the solver's iterations: below
-    convergence it stops early (scikit-learn warns), which is how a test watches the loss fall."""
+def _fit(xs: Sequence[VerdictInput], s: TrainSettings, max_pairs: int, max_iter: int):  # noqa: ANN202 - sklearn types
+    """``fit``'s vectoriser and regression, with the training features and labels it built."""
     from sklearn.linear_model import LogisticRegression
 
     y = np.array([LABELS.index(x.label) for x in xs])
@@ -49,7 +44,26 @@ def fit(xs: Sequence[VerdictInput], s: TrainSettings, max_pairs: int = 10,  # no
     lr = LogisticRegression(C=s.c, max_iter=max_iter, random_state=s.seed,
                             class_weight={i: float(w) for i, w in enumerate(weights)})
     lr.fit(features, y)
+    return vec, lr, features, y
+
+
+def fit(xs: Sequence[VerdictInput], s: TrainSettings, max_pairs: int = 10,  # noqa: ANN201 - sklearn types
+        max_iter: int = MAX_ITER):
+    """The fitted vectoriser and logistic regression (in memory): what ``train_tfidf`` writes,
+    and what ``benchmarks/verdict/tfidf_sweep.py`` scores without writing. Each answer is cut to
+    ``s.answer_words`` words (its focused part with ``s.answer_focus``), and at most ``max_pairs``
+    pairs are read (stage 3 reads 10). ``max_iter`` caps the solver's iterations: below
+    convergence it stops early (scikit-learn warns), which is how a test watches the loss fall."""
+    vec, lr, _, _ = _fit(xs, s, max_pairs, max_iter)
     return vec, lr
+
+
+def _objective(lr, features, y: np.ndarray, s: TrainSettings, labels: Sequence[str]) -> tuple[float, float]:  # noqa: ANN001
+    w = class_weights(list(labels), s.class_weight)[y]
+    p = lr.predict_proba(features)
+    cross_entropy = float(np.sum(w * -np.log(np.clip(p[np.arange(len(y)), y], 1e-300, None))) / np.sum(w))
+    penalty = float(np.sum(np.square(lr.coef_, dtype=np.float64)) / (2 * s.c * np.sum(w)))
+    return cross_entropy, penalty
 
 
 def training_loss(vec, lr, xs: Sequence[VerdictInput], s: TrainSettings,  # noqa: ANN001 - sklearn types
@@ -59,17 +73,14 @@ def training_loss(vec, lr, xs: Sequence[VerdictInput], s: TrainSettings,  # noqa
     L2 penalty ‖coef‖² / (2 · C · Σ weights) (scikit-learn's scaling; the intercept is not
     penalised). The solver starts from zero weights, i.e. (ln 4, 0)."""
     y = np.array([LABELS.index(x.label) for x in xs])
-    w = class_weights([x.label for x in xs], s.class_weight)[y]
-    p = lr.predict_proba(vec.transform([render(x, s.answer_words, max_pairs, s.answer_focus) for x in xs]))
-    cross_entropy = float(np.sum(w * -np.log(np.clip(p[np.arange(len(y)), y], 1e-300, None))) / np.sum(w))
-    penalty = float(np.sum(np.square(lr.coef_, dtype=np.float64)) / (2 * s.c * np.sum(w)))
-    return cross_entropy, penalty
+    features = vec.transform([render(x, s.answer_words, max_pairs, s.answer_focus) for x in xs])
+    return _objective(lr, features, y, s, [x.label for x in xs])
 
 
 def train_tfidf(xs: Sequence[VerdictInput], s: TrainSettings, out: Path, progress: Progress | None = None) -> dict:
     """Fit on ``xs`` (each with its label), write the model files into ``out``; returns
     what the model card records of the training."""
-    vec, lr = fit(xs, s)
+    vec, lr, features, y = _fit(xs, s, 10, MAX_ITER)
     if progress is not None:
         progress(1, 1, None)
     if list(lr.classes_) != list(range(len(LABELS))):
@@ -79,7 +90,7 @@ def train_tfidf(xs: Sequence[VerdictInput], s: TrainSettings, out: Path, progres
     np.savez(out / ARRAYS, idf=vec.idf_.astype(np.float32), coef=lr.coef_.astype(np.float32),
              intercept=lr.intercept_.astype(np.float32))
     return {"features": len(vec.vocabulary_), "iterations": int(np.max(lr.n_iter_)),
-            "loss": round(sum(training_loss(vec, lr, xs, s)), 6)}
+            "loss": round(sum(_objective(lr, features, y, s, [x.label for x in xs])), 6)}
 
 
 class TfidfModel:
