@@ -151,9 +151,8 @@ def main() -> None:
                      "share_of_bandwidth": round(weights * steps / dt / 1e9 / bw, 2),
                      "same_text_as_parallel_1": sum(x == y for x, y in zip(texts[n], texts.get(1, texts[n]))),
                      "load_before": round(load, 2)})
-        lib_free = getattr(llama_cpp, "llama_free", None)
-        if lib_free:
-            lib_free(b.ctx)
+        llama_cpp.llama_batch_free(b.batch)
+        llama_cpp.llama_free(b.ctx)
     base = rows[0]["claims_per_hour"]
     md = [f"# Stage-1 prompts: one sequence vs several in one llama.cpp batch ({len(prompts)} dev claims)", "",
           f"Model `{gguf.name}` ({weights / 1e9:.2f} GB), {a.threads} threads, greedy, max {a.max_tokens} tokens, "
