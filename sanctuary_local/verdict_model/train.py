@@ -126,6 +126,10 @@ def _fit(xs: list, s: TrainSettings, tmp: Path, progress: Progress | None) -> tu
         from sanctuary_local.verdict_model.tfidf import train_tfidf
 
         return train_tfidf(xs, s, tmp, progress), {"name": "tfidf", "sha256": None}
+    if s.base == "stance":
+        from sanctuary_local.verdict_model.stance import train_stance
+
+        return train_stance(xs, s, tmp, progress), {"name": "stance", "sha256": None}
     from sanctuary_local.models.resolve import resolve_model
     from sanctuary_local.verdict_model.encoder import train_encoder
 
@@ -163,7 +167,7 @@ def train(train_path: Path, out: Path, settings: TrainSettings, evals: Sequence[
         info, base = _fit(xs, settings, tmp, progress)
         wall = time.perf_counter() - t0
         card: dict[str, Any] = {
-            "kind": "tfidf" if settings.base == "tfidf" else "encoder",
+            "kind": settings.base if settings.base in ("tfidf", "stance") else "encoder",
             "labels": list(LABELS), "settings": asdict(settings), "base_model": base, "training": info,
             "train_data": {"path": str(train_path), "sha256": file_sha256(train_path), "claims": n_claims,
                            "labels": gold_labels, "inputs": len(xs),
@@ -176,6 +180,39 @@ def train(train_path: Path, out: Path, settings: TrainSettings, evals: Sequence[
         model = load_model(str(tmp), settings.threads)
         card["eval"] = {e.name: evaluate(model, exs) for e, exs in eval_sets}
         write_json(tmp / CARD, card)
+        publish(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return card
+
+
+def stack(out: Path, members: Sequence[tuple[str, float]], command: str = "") -> dict[str, Any]:
+    """Write a stack of ``members`` (name, weight) to ``out`` (``verdict_model.stack``), each
+    member loaded once and pinned by its files' SHA-256; returns the card. A member that is
+    itself a stack, or one named twice, is refused."""
+    from sanctuary_local.verdict_model.stack import MEMBERS, member_path
+    from sanctuary_local.verdict_model.store import read_card, resolve, verify
+
+    if len({m for m, _ in members}) != len(members):
+        raise UserError("a stack names each member once")
+    pinned = []
+    for name, weight in members:
+        if Path(name).expanduser().resolve() == out.expanduser().resolve():
+            raise UserError(f"--member {name}: is the --out of the stack itself")
+        if read_card(resolve(name)).get("kind") == "stack":
+            raise UserError(f"--member {name}: is a stack; a stack's members are single models")
+        _, card, sha = verify(name)
+        stored = name if name.startswith("packaged:") else str(Path(name).expanduser().resolve())
+        pinned.append({"model": stored, "kind": card["kind"], "files_sha256": sha, "weight": weight})
+    check_out_dir(out, [Path(member_path(out, m["model"])) for m in pinned if not m["model"].startswith("packaged:")])
+    tmp = staging_dir(out)
+    try:
+        write_json(tmp / MEMBERS, {"members": pinned})
+        card: dict[str, Any] = {"kind": "stack", "labels": list(LABELS), "settings": {}, "members": pinned,
+                                "command": command, "libraries": _versions(), "files_sha256": directory_sha256(tmp)}
+        write_json(tmp / CARD, card)
+        load_model(str(tmp))  # the stack loads: every member is there and is the one pinned
         publish(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
