@@ -190,16 +190,19 @@ def llm_stages(cfg: Config) -> list[tuple[str, Any]]:
 
 
 def check_trained(name: str) -> Check:
-    """Stage 3's trained verdict model: present, its card readable, its files' hash the card's."""
-    from sanctuary_local.verdict_model.store import verify
+    """Stage 3's trained verdict model: present, its card readable, its files' hash the card's
+    (a stack's members each checked too, by loading it)."""
+    from sanctuary_local.verdict_model.store import load_model, verify
 
     item = "verdict model (stage 3)"
     try:
         _, card, sha = verify(name)
+        members = len(load_model(name).members) if card["kind"] == "stack" else 0
     except UserError as exc:
         fix = "reinstall the package" if name.startswith("packaged:") else "sanctuary-local verdict-model train … (docs/verdicts.md)"
         return Check(item, FAIL, str(exc), fix)
-    return Check(item, OK, f"{name} ({card['kind']}, sha256 {sha[:12]}… ok)")
+    kind = f"stack of {members}, each hash-checked" if members else card["kind"]
+    return Check(item, OK, f"{name} ({kind}, sha256 {sha[:12]}… ok)")
 
 
 # ------------------------------------------------------------- packages and engines

@@ -298,11 +298,13 @@ def test_trained_mode_config_needs_a_model() -> None:
 
 
 # ------------------------------------------------------------------ the shipped model
-@pytest.mark.parametrize("shipped", ["the cpu default", "packaged:verdict-tfidf-hyde2000", "packaged:verdict-tfidf",
-                                     "packaged:verdict-minilm"])
+@pytest.mark.parametrize("shipped", ["the cpu default", "packaged:verdict-tfidf-web", "packaged:verdict-tfidf-claim",
+                                     "packaged:verdict-stance-web", "packaged:verdict-tfidf-hyde2000",
+                                     "packaged:verdict-tfidf", "packaged:verdict-minilm"])
 def test_shipped_model_on_one_claim_through_the_stage(shipped: str) -> None:
-    """Each shipped model (the default profile's, the two former defaults and the cross-encoder
-    offered beside it), hash-checked on load, on one claim through the stage."""
+    """Each shipped model (the default profile's stack, its three members, the two former
+    defaults and the cross-encoder offered beside it), hash-checked on load, on one claim
+    through the stage."""
     import dataclasses
 
     from sanctuary_local.config.settings import load_config
@@ -315,7 +317,9 @@ def test_shipped_model_on_one_claim_through_the_stage(shipped: str) -> None:
     assert cfg.verdict.mode == "trained" and cfg.verdict.trained_model.startswith("packaged:")
     vcfg = cfg.verdict if shipped == "the cpu default" else dataclasses.replace(cfg.verdict, trained_model=shipped)
     card = read_card(resolve(vcfg.trained_model))
-    assert card["train_data"]["sha256"] == "ae5eda7c42ddf1695ef185a7ba1bc716928f5adf57103e4f78aae5f9afe00f9c"
+    trained = [read_card(resolve(m["model"])) for m in card["members"]] if card["kind"] == "stack" else [card]
+    assert all(c["train_data"]["sha256"] == "ae5eda7c42ddf1695ef185a7ba1bc716928f5adf57103e4f78aae5f9afe00f9c"
+               for c in trained)
     tv = load_trained(vcfg.trained_model)
     claim = Claim(index=0, text="The Eiffel Tower grows by up to 15 centimetres in summer.")
     (p,) = verdict.run_verdict([claim], [HydeResult(0, None, ())], [_evidence_for(0)], None, vcfg, trained=tv)
@@ -332,12 +336,15 @@ def test_training_command_reproduces_the_shipped_card_fields() -> None:
     from sanctuary_local.config.settings import load_config
     from sanctuary_local.verdict_model.store import directory_sha256, read_card, resolve
 
-    directory = resolve(load_config("cpu").verdict.trained_model)
-    card = read_card(directory)
-    assert card["command"].startswith("sanctuary-local verdict-model train")
-    assert card["files_sha256"] == directory_sha256(directory)
-    assert {"python", "torch", "transformers", "scikit-learn"} <= set(card["libraries"])
-    assert card["train_seconds"] > 0 and card["eval"]
+    stack = read_card(resolve(load_config("cpu").verdict.trained_model))
+    assert stack["command"].startswith("sanctuary-local verdict-model stack")
+    for member in stack["members"]:  # the default is a stack: each member's card holds its training command
+        directory = resolve(member["model"])
+        card = read_card(directory)
+        assert card["command"].startswith("sanctuary-local verdict-model train")
+        assert card["files_sha256"] == directory_sha256(directory) == member["files_sha256"]
+        assert {"python", "torch", "transformers", "scikit-learn"} <= set(card["libraries"])
+        assert card["train_seconds"] > 0 and card["eval"]
 
 
 @pytest.fixture(scope="module")
