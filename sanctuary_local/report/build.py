@@ -25,7 +25,8 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.io.run_files import final_evidence
 from sanctuary_local.io.safe_io import atomic_write_bytes, open_regular, read_regular
 from sanctuary_local.records import Prediction
-from sanctuary_local.report.pages import ReportSnippet, claim_snippets, page_name, render_claim, render_index
+from sanctuary_local.claim_view import ReportSnippet, claim_snippets
+from sanctuary_local.report.pages import page_name, render_claim, render_index
 
 if TYPE_CHECKING:
     from sanctuary_local.corpus.source import CorpusSource

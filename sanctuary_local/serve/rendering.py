@@ -4,7 +4,7 @@ A finished check is read back from its run folder (``predictions.json``, the sta
 file) and the corpus index: the verdict with its label probabilities (a trained verdict's
 ``meta.label_scores``), the questions, each evidence snippet with its file, PDF page, URL
 and character span, highlighted inside its page's text by the report's own code
-(``report.snippet_in_context``), and the justification with its "Evidence q.n" mentions
+(``claim_view.snippet_in_context``), and the justification with its "Evidence q.n" mentions
 linked. Templates autoescape everything; text that is already HTML comes only from the
 report's escaping functions and is marked safe here, nowhere else.
 """
@@ -132,7 +132,7 @@ def load_result(run_dir: Path, corpus: Path, indexed: Container[str], check_id: 
     from sanctuary_local.corpus.index import CorpusIndex, locate_snippet
     from sanctuary_local.io.predictions import prediction_to_official, read_predictions_json
     from sanctuary_local.io.run_files import read_stage2
-    from sanctuary_local.report.pages import claim_snippets, linkify_citations, snippet_in_context
+    from sanctuary_local.claim_view import claim_snippets, linkify_citations, snippet_in_context
 
     preds = read_predictions_json(run_dir / "predictions.json")
     if len(preds) != 1:

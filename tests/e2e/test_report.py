@@ -25,7 +25,8 @@ from sanctuary_local.io.predictions import write_predictions_json
 from sanctuary_local.io.store import KnowledgeStore
 from sanctuary_local.records import EvidenceItem, HydeResult, Prediction, Query
 from sanctuary_local.report.build import write_report
-from sanctuary_local.report.pages import ReportSnippet, claim_snippets, render_claim
+from sanctuary_local.claim_view import ReportSnippet, claim_snippets
+from sanctuary_local.report.pages import render_claim
 from sanctuary_local.io.run_files import STAGE_FILES
 from sanctuary_local.run.stage_files import StageFile, check_state
 
@@ -104,7 +105,7 @@ def test_justification_citations_link_to_existing_snippets(report: Path) -> None
 def test_the_label_not_enough_evidence_is_no_citation() -> None:
     """The trained verdict's justification lists each label with its probability: "Not
     Enough Evidence 0.16" is that label, not a citation of a snippet 0.16 the model made up."""
-    from sanctuary_local.report.pages import linkify_citations
+    from sanctuary_local.claim_view import linkify_citations
 
     text = "Refuted (label probabilities: Refuted 0.44, Not Enough Evidence 0.16). Evidence 1.1 says so; Evidence 0.16 too."
     out = linkify_citations(text, {"Evidence 1.1": "e-1-1"})
