@@ -166,3 +166,24 @@ def test_the_shipped_default_is_a_stack_of_shipped_pinned_members() -> None:
     x = VerdictInput("Drinking hot water cures the flu.", (QAPair("Does hot water cure flu?", "No, doctors say it does not."),))
     expected = combine([m.predict_proba([x]) for m in stack.members], stack.weights)
     np.testing.assert_allclose(stack.predict_proba([x]), expected)
+
+
+@pytest.mark.parametrize("members, expected", [
+    ({"members": []}, "not a stack: it needs 'members'"),
+    ({"members": [{"model": "x", "files_sha256": "0" * 64, "weight": -1}]}, "member 0 needs"),
+    ({"members": [{"model": "absent-dir", "files_sha256": "0" * 64, "weight": 1}]}, "not found"),
+    ([1, 2], "not a stack"),
+])
+def test_a_hand_edited_stack_is_one_line(models: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         members: object, expected: str) -> None:
+    """A members.json edited and its card re-pinned to match (so the hash check passes) is
+    still read with care: one line naming what is wrong, never a traceback."""
+    from sanctuary_local.verdict_model.store import directory_sha256
+
+    stack = tmp_path / "stack"
+    shutil.copytree(models["stack"], stack)
+    (stack / "members.json").write_text(json.dumps(members))
+    card = json.loads((stack / "model_card.json").read_text())
+    card["files_sha256"] = directory_sha256(stack)
+    (stack / "model_card.json").write_text(json.dumps(card))
+    assert expected in error_line(capsys, ["verdict-model", "eval", "--claims", str(models["claims"]), "--model", str(stack)])
