@@ -357,7 +357,7 @@ def evidence(
 
 def register(app: typer.Typer) -> None:
     """Add the ``verdict-model`` command group to the root app."""
-    group = typer.Typer(help="The trained verdict of stage 3: train, stack, evaluate, fit its rules, retrieve evidence to train on.",
+    group = typer.Typer(help="The trained verdict of stage 3: train, stack, evaluate, fit its rules, retrieve training evidence.",
                         no_args_is_help=True)
     group.command("train")(train)
     group.command("eval")(evaluate)

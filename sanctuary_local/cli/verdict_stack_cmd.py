@@ -14,14 +14,15 @@ console = Console()
 
 
 def stack(
-    out: Path = typer.Option(..., "--out", help="Stack directory to write: absent, empty, or a model to replace.",
-                             rich_help_panel="Outputs"),
     members: list[str] = typer.Option(..., "--member", help="A member model (packaged:NAME or a directory), "
                                       "optionally NAME=WEIGHT (default 1); repeat for each member.",
                                       rich_help_panel="Inputs"),
+    out: Path = typer.Option(..., "--out", help="Stack directory to write: absent, empty, or a model to replace.",
+                             rich_help_panel="Outputs"),
 ) -> None:
-    """Stack verdict models: each reads the claim, their label probabilities are combined by a
-    weighted geometric mean. Members are pinned by their files' SHA-256."""
+    """Stack verdict models: one model whose probabilities are its members' weighted geometric mean.
+
+    Each member reads the claim as it would alone; members are pinned by their files' SHA-256."""
     from sanctuary_local.verdict_model.stack import parse_member
     from sanctuary_local.verdict_model.train import stack as do_stack
 

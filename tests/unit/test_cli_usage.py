@@ -40,6 +40,7 @@ BAD_VALUES: dict[str, list[str]] = {
     "verdict-model eval": ["--claims", "c.json", "--indices", "x:y"],
     "verdict-model fit-rule": ["/nonexistent/sanctuary-vm", "--claims", "c.json", "--indices", "9:1"],
     "verdict-model fit-confidence": ["/nonexistent/sanctuary-vm", "--claims", "c.json", "--indices", "9:1"],
+    "verdict-model stack": ["--out", "/nonexistent/sanctuary-stack", "--member", "packaged:verdict-tfidf-web=heavy"],
     "verdict-model evidence": ["t.json", "--store", "/nonexistent/sanctuary-store", "--out", "/nonexistent/e.jsonl", "--limit", "abc"],
 }
 

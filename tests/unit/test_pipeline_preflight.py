@@ -47,8 +47,8 @@ def test_a_trained_model_edited_and_re_pinned_is_refused_before_any_llm_work(tmp
 
     from sanctuary_local.verdict_model.store import CARD, directory_sha256, resolve
 
-    model = tmp_path / "model"
-    shutil.copytree(resolve(load_config("cpu").verdict.trained_model), model)
+    model = tmp_path / "model"  # a TF-IDF model (the default stack's evidence-reading member), its vocabulary edited
+    shutil.copytree(resolve("packaged:verdict-tfidf-web"), model)
     vocab = json.loads((model / "vocabulary.json").read_text())
     vocab.popitem() if isinstance(vocab, dict) else vocab.pop()
     (model / "vocabulary.json").write_text(json.dumps(vocab))
