@@ -128,12 +128,11 @@ def main() -> None:
 def _stance_row(claims, claims_path: Path, xs, gold: list[str]) -> dict:  # noqa: ANN001
     """(c): explicit stance features per pair (refutation, negation, support, hedging and
     conflict cues; numbers of the claim missing from the answer; overlap), pooled per claim
-    (mean, max, overlap-weighted), then a balanced logistic regression trained on the real-web
-    train evidence."""
+    (mean, max, overlap-weighted: ``verdict_model.stance.features``, the shipped stance member's),
+    then a balanced logistic regression trained on the real-web train evidence alone (C 0.1)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
 
-    from benchmarks.verdict.stance_features import claim_feats
     from sanctuary_local.records import LABELS
     from sanctuary_local.verdict_model.base import class_weights
     from sanctuary_local.verdict_model.external import external_inputs
@@ -143,8 +142,7 @@ def _stance_row(claims, claims_path: Path, xs, gold: list[str]) -> dict:  # noqa
     train_claims, _ = read_training_claims(TRAIN)
     txs = [x for path in TRAIN_EVIDENCE for x in external_inputs(train_claims, TRAIN, path)[0]]
 
-    def feats(inputs) -> np.ndarray:  # noqa: ANN001
-        return np.array([claim_feats(x.claim, [(p.question, p.answer) for p in x.pairs]) for x in inputs])
+    from sanctuary_local.verdict_model.stance import features as feats
 
     y = np.array([LABELS.index(x.label) for x in txs])
     sc = StandardScaler().fit(ftr := feats(txs))
