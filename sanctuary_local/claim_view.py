@@ -19,6 +19,8 @@ CONTEXT_CHARS = 400
 #: An "Evidence q.n" a justification cites; not the label "Not Enough Evidence" followed by its
 #: probability, as the trained verdict's justification lists it ("Not Enough Evidence 0.16").
 _CITE = re.compile(r"(?<!Not Enough )\b(Evidence (\d+)\.(\d+))\b")
+
+
 @dataclass(frozen=True, slots=True)
 class ReportSnippet:
     """One snippet as the report shows it; ``label`` is how the verdict prompt named it."""

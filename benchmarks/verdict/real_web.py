@@ -130,27 +130,19 @@ def _stance_row(claims, claims_path: Path, xs, gold: list[str]) -> dict:  # noqa
     conflict cues; numbers of the claim missing from the answer; overlap), pooled per claim
     (mean, max, overlap-weighted: ``verdict_model.stance.features``, the shipped stance member's),
     then a balanced logistic regression trained on the real-web train evidence alone (C 0.1)."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.preprocessing import StandardScaler
-
     from sanctuary_local.records import LABELS
-    from sanctuary_local.verdict_model.base import class_weights
+    from sanctuary_local.verdict_model import stance
+    from sanctuary_local.verdict_model.base import TrainSettings
     from sanctuary_local.verdict_model.external import external_inputs
     from sanctuary_local.verdict_model.train import read_training_claims
 
     t = time.perf_counter()
     train_claims, _ = read_training_claims(TRAIN)
     txs = [x for path in TRAIN_EVIDENCE for x in external_inputs(train_claims, TRAIN, path)[0]]
-
-    from sanctuary_local.verdict_model.stance import features as feats
-
-    y = np.array([LABELS.index(x.label) for x in txs])
-    sc = StandardScaler().fit(ftr := feats(txs))
-    w = class_weights([x.label for x in txs], "balanced")
-    lr = LogisticRegression(C=0.1, max_iter=3000, class_weight=dict(enumerate(w))).fit(sc.transform(ftr), y)
+    scaler, lr = stance.fit(txs, TrainSettings(base="stance", c=0.1))
     wall = time.perf_counter() - t
     t = time.perf_counter()
-    pred = [LABELS[i] for i in lr.predict(sc.transform(feats(xs)))]
+    pred = [LABELS[i] for i in lr.predict(scaler.transform(stance.features(xs)))]
     per = (time.perf_counter() - t) / len(xs)
     return _row("(c) stance features per pair, pooled, logistic regression (real-web train evidence)", gold, pred, [],
                 {"train_s": round(wall, 1), "stage3_s_per_claim": round(per, 4), "weights_mb": 0.0})

@@ -92,6 +92,9 @@ class StackModel:
 
 
 def combine(probs: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:
-    """The weighted geometric mean of the members' probabilities, renormalised per row."""
-    z = sum(w * np.log(np.clip(p, 1e-12, 1.0)) for p, w in zip(probs, weights, strict=True))
+    """The weighted geometric mean of the members' probabilities (weights scaled to sum to 1,
+    so that they weigh the members against each other and never sharpen or flatten the
+    result), renormalised per row."""
+    total = float(sum(weights))
+    z = sum(w / total * np.log(np.clip(p, 1e-12, 1.0)) for p, w in zip(probs, weights, strict=True))
     return softmax(np.asarray(z, dtype=float))

@@ -191,21 +191,20 @@ def stack(out: Path, members: Sequence[tuple[str, float]], command: str = "") ->
     """Write a stack of ``members`` (name, weight) to ``out`` (``verdict_model.stack``), each
     member loaded once and pinned by its files' SHA-256; returns the card. A member that is
     itself a stack, or one named twice, is refused."""
-    from sanctuary_local.verdict_model.stack import MEMBERS, member_path
-    from sanctuary_local.verdict_model.store import read_card, resolve, verify
+    from sanctuary_local.verdict_model.stack import MEMBERS
+    from sanctuary_local.verdict_model.store import PACKAGED, verify
 
     if len({m for m, _ in members}) != len(members):
         raise UserError("a stack names each member once")
     pinned = []
     for name, weight in members:
-        if Path(name).expanduser().resolve() == out.expanduser().resolve():
-            raise UserError(f"--member {name}: is the --out of the stack itself")
-        if read_card(resolve(name)).get("kind") == "stack":
-            raise UserError(f"--member {name}: is a stack; a stack's members are single models")
         _, card, sha = verify(name)
-        stored = name if name.startswith("packaged:") else str(Path(name).expanduser().resolve())
+        if card["kind"] == "stack":
+            raise UserError(f"--member {name}: is a stack; a stack's members are single models")
+        stored = name if name.startswith(PACKAGED) else str(Path(name).expanduser().resolve())
         pinned.append({"model": stored, "kind": card["kind"], "files_sha256": sha, "weight": weight})
-    check_out_dir(out, [Path(member_path(out, m["model"])) for m in pinned if not m["model"].startswith("packaged:")])
+    # a member directory is an input: --out may not replace it or hold it
+    check_out_dir(out, [Path(m["model"]) for m in pinned if not m["model"].startswith(PACKAGED)])
     tmp = staging_dir(out)
     try:
         write_json(tmp / MEMBERS, {"members": pinned})
