@@ -65,6 +65,11 @@ class LLMConfig:
     """llama.cpp CPU threads (None: every core this process may run on)."""
     n_batch: int = 512
     """llama.cpp prompt-processing batch."""
+    parallel: int = 1
+    """llama.cpp: requests decoded together in one batch (continuous batching; each decode
+    step reads the weights once for all of them; ``llm/llama_cpp_batch.py``). 1: one at a
+    time. A wave of a stage then holds 2 × parallel claims unless ``batch_size`` says
+    otherwise. Measured by ``benchmarks/speed/throughput.py`` (issue 69)."""
     prefix_cache: bool = True
     """llama.cpp: keep the KV cache of a stage prompt's fixed head (instructions, example)
     on disk in $SANCTUARY_CACHE/prefix_kv, so a new process skips evaluating it (~10 s of

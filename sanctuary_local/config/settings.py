@@ -354,6 +354,9 @@ def validate(cfg: Config) -> None:
         *((isinstance(pen, (int, float)) and not isinstance(pen, bool) and 0 < pen <= 10,
            f"{where}.sampling.repetition_penalty must be a number in (0, 10] (1.0: off), got {pen!r}")
           for where, pen in (("hyde", cfg.hyde.sampling.repetition_penalty), ("verdict", cfg.verdict.sampling.repetition_penalty))),
+        *((isinstance(par, int) and not isinstance(par, bool) and 1 <= par <= 64,
+           f"{where}.llm.parallel must be an integer in [1, 64], got {par!r}")
+          for where, par in (("hyde", cfg.hyde.llm.parallel), ("verdict", cfg.verdict.llm.parallel))),
         (cfg.followup.max_questions >= 1, "followup.max_questions must be >= 1"),
         (cfg.followup.min_gaps >= 1, "followup.min_gaps must be >= 1"),
         (cfg.followup.found_chars >= 0, "followup.found_chars must be >= 0"),

@@ -148,6 +148,7 @@ class LlamaCppBackend:
         self._stop = [m for m in _TURN_ENDS if m in self._template]
         self._grammars: dict[str, Any] = {}
         self._heads: dict[str, list[int]] = {}  # a fixed head's text -> its tokens
+        self._batch: Any = None  # the SequenceBatch of llm.parallel > 1, made on first use
         self._prefixes = PrefixStore(path, llama_cpp, cfg.max_model_len, cfg.n_batch) if cfg.prefix_cache else None
 
     def _tokenize(self, text: str) -> list[int]:
@@ -204,18 +205,64 @@ class LlamaCppBackend:
         return completion_result(out, len(tokens), t0, extra, cached)
 
     def generate(self, requests: list[ChatRequest]) -> list[ChatResult]:
-        """Run the requests in order; a failing request yields an error result, never raises."""
-        results = []
-        for req in requests:
+        """Run the requests (``llm.parallel`` > 1: several decoded together, ``llama_cpp_batch``;
+        else in order); a failing request yields an error result, never raises."""
+        results: dict[int, ChatResult] = {}
+        if self.cfg.parallel > 1 and len(requests) > 1:
             try:
-                results.append(self._one(req))
+                results = self._batched(requests)
+            except Exception as exc:  # noqa: BLE001 - the batch failed as a whole: one at a time instead
+                log.warning("llama_cpp batch of %d failed (%s: %s); running its requests one at a time",
+                            len(requests), type(exc).__name__, exc)
+                results = {}
+        for i, req in enumerate(requests):
+            if i in results:
+                continue
+            try:
+                results[i] = self._one(req)
             except Exception as exc:  # one bad request must not kill the batch
                 log.warning("llama_cpp request %s failed: %s", req.tag, exc)
-                results.append(ChatResult("", finish_reason="error", error=f"{type(exc).__name__}: {exc}"))
-        return results
+                results[i] = ChatResult("", finish_reason="error", error=f"{type(exc).__name__}: {exc}")
+        return [results[i] for i in range(len(requests))]
+
+    def _batched(self, requests: list[ChatRequest]) -> dict[int, ChatResult]:
+        """The requests that fit, decoded ``llm.parallel`` at a time, grouped by their fixed head;
+        a prompt too long for the context is answered here, one that does not fit the batch
+        context is left out (``generate`` runs it alone)."""
+        from sanctuary_local.llm.llama_cpp_batch import Job, SequenceBatch
+
+        if self._batch is None:
+            self._batch = SequenceBatch(self._llama_cpp, self._llm._model.model, self.cfg.parallel,
+                                        self.cfg.max_model_len, self.cfg.n_threads or _usable_cores())
+        out: dict[int, ChatResult] = {}
+        groups: dict[tuple[int, ...], list[tuple[int, Job, dict[str, Any]]]] = {}
+        for i, req in enumerate(requests):
+            prompt = self._render(req.messages)
+            tokens = self._tokenize(prompt)
+            room = self.cfg.max_model_len - len(tokens)
+            if room < 1:
+                out[i] = ChatResult("", len(tokens), 0, "error", 0.0,
+                                    error=f"prompt of {len(tokens)} tokens does not fit max_model_len={self.cfg.max_model_len}")
+                continue
+            head = self._head_length(req, prompt, tokens)
+            grammar = self._grammar(req.json_schema) if req.json_schema is not None else None
+            job = Job(tokens, head, req.sampling, min(req.sampling.max_tokens, room), (*self._stop, *req.sampling.stop), grammar)
+            extra = {"grammar": grammar is not None, "room_capped": job.max_tokens < req.sampling.max_tokens,
+                     "parallel": self.cfg.parallel}
+            groups.setdefault(tuple(tokens[:head]), []).append((i, job, extra))
+        for head, members in groups.items():
+            ready = [(i, job, extra) for i, job, extra in members
+                     if len(head) + len(job.tokens) - job.head + job.max_tokens + 1 <= self._batch.n_ctx]
+            for (i, job, extra), d in zip(ready, self._batch.run(list(head), [j for _, j, _ in ready]), strict=True):
+                out[i] = ChatResult(d.text, len(job.tokens), d.completion_tokens, d.finish_reason, d.seconds,
+                                    extra=extra, cached_tokens=job.head)
+        return out
 
     def close(self) -> None:
         """Free the model and its KV cache."""
+        batch, self._batch = getattr(self, "_batch", None), None
+        if batch is not None:
+            batch.close()
         llm, self._llm = getattr(self, "_llm", None), None
         if llm is not None:
             llm.close()

@@ -93,9 +93,13 @@ def waves(items: list[R], size: int) -> list[list[R]]:
 
 def wave_size(llm_cfg: Any) -> int:
     """Prompts per backend call: vLLM batches everything; CPU backends go claim by claim
-    (each finished claim is persisted before the next starts)."""
+    (each finished claim is persisted before the next starts), or with llama.cpp's
+    ``parallel`` > 1 two claims per slot (the slots stay busy while the wave's longest
+    generations finish, and a wave's records are persisted together)."""
     if llm_cfg.batch_size:
         return int(llm_cfg.batch_size)
+    if llm_cfg.backend == "llama_cpp" and int(getattr(llm_cfg, "parallel", 1)) > 1:
+        return 2 * int(llm_cfg.parallel)
     return {"vllm": 256, "openai_http": max(1, 2 * int(llm_cfg.concurrency))}.get(llm_cfg.backend, 1)
 
 
