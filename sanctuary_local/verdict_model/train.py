@@ -131,11 +131,23 @@ def _fit(xs: list, s: TrainSettings, tmp: Path, progress: Progress | None) -> tu
 
         return train_stance(xs, s, tmp, progress), {"name": "stance", "sha256": None}
     from sanctuary_local.models.resolve import resolve_model
-    from sanctuary_local.verdict_model.encoder import train_encoder
 
     base_dir = resolve_model(s.base)
-    info = train_encoder(xs, s, base_dir, tmp, progress)
+    if s.per_pair:
+        from sanctuary_local.verdict_model.pair_encoder import train_pair_encoder
+
+        info = train_pair_encoder(xs, s, base_dir, tmp, progress)
+    else:
+        from sanctuary_local.verdict_model.encoder import train_encoder
+
+        info = train_encoder(xs, s, base_dir, tmp, progress)
     return info, {"name": s.base, "path": str(base_dir), "sha256": directory_sha256(base_dir)}
+
+
+def _kind(s: TrainSettings) -> str:
+    if s.base in ("tfidf", "stance"):
+        return s.base
+    return "pair-encoder" if s.per_pair else "encoder"
 
 
 def train(train_path: Path, out: Path, settings: TrainSettings, evals: Sequence[EvalRange] = (),
@@ -167,7 +179,7 @@ def train(train_path: Path, out: Path, settings: TrainSettings, evals: Sequence[
         info, base = _fit(xs, settings, tmp, progress)
         wall = time.perf_counter() - t0
         card: dict[str, Any] = {
-            "kind": settings.base if settings.base in ("tfidf", "stance") else "encoder",
+            "kind": _kind(settings),
             "labels": list(LABELS), "settings": asdict(settings), "base_model": base, "training": info,
             "train_data": {"path": str(train_path), "sha256": file_sha256(train_path), "claims": n_claims,
                            "labels": gold_labels, "inputs": len(xs),
