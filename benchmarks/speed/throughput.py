@@ -17,8 +17,9 @@ stage 1's JSON-schema grammar on (``hyde.llm.structured_output``).
     python benchmarks/speed/throughput.py --indices 0:50 --parallel 1,4
     python benchmarks/speed/throughput.py --indices 0:50 --parallel 1,2,4,8 --grammar 4
 
-Resumable per setting (the runs live in ``runs/throughput/<label>/``; a finished setting is
-re-scored, not re-run: its timing stands as measured). Writes
+Resumable per setting (the runs live in ``runs/throughput/<label>/``): a setting whose run
+finished and whose row is in the label's earlier result is taken from it as measured (timing,
+load and all), not run again; a stopped one resumes. The bandwidth is measured again. Writes
 ``benchmarks/results/speed/throughput_<label>.{json,md,png}``.
 """
 
@@ -128,9 +129,15 @@ def main() -> None:
     weights = _gguf_file(resolve_model(cfg.hyde.llm.model, cfg.models_dir)).stat().st_size
     work = Path(a.work) / a.label
     bw = bandwidth_gbs()
+    earlier = results_dir(__file__) / f"{a.label}.json"
+    done = {r["setting"]: r for r in orjson.loads(earlier.read_bytes())["rows"]} if earlier.exists() else {}
     rows = []
     for n, grammar in [*((n, False) for n in ns), *((n, True) for n in a.grammar)]:
         name, sets = _setting(n, grammar)
+        timing = work / name / "run" / "timings.json"
+        if name in done and timing.exists() and orjson.loads(timing.read_bytes()).get("complete"):
+            rows.append({**done[name], "share_of_bandwidth": round(done[name]["effective_weight_gb_per_s"] / bw, 2)})
+            continue
         print(f"[throughput] {name} ({time.strftime('%H:%M:%S')}, load {os.getloadavg()[0]:.2f})", file=sys.stderr, flush=True)
         row = {"parallel": n, "grammar": grammar, **run_setting(a, name, sets, work)}
         row["effective_weight_gb_per_s"] = round(weights * row["hyde_tokens_per_s"] / 1e9, 1)
