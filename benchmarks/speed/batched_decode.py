@@ -127,7 +127,7 @@ def main() -> None:
     cfg = load_config("cpu")
     claims = read_claims(a.claims_file)[: a.claims]
     be = LlamaCppBackend(cfg.hyde.llm, cfg.models_dir)
-    prompts = [be._tokens(build_hyde_request(c, cfg.hyde).messages) for c in claims]
+    prompts = [be._tokenize(be._render(build_hyde_request(c, cfg.hyde).messages)) for c in claims]
     h = 0
     while h < min(map(len, prompts)) - 1 and all(p[h] == prompts[0][h] for p in prompts):
         h += 1

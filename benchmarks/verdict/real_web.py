@@ -34,7 +34,7 @@ TRAIN_EVIDENCE = [BASELINE / f"train_0-999_baseline_evidence_run{k}.csv" for k i
 TUNE = [*range(0, 50), *range(150, 250)]
 FIT = list(range(100, 150))
 REPORT = list(range(50, 100))
-SHIPPED = ("packaged:verdict-tfidf", "packaged:verdict-tfidf-hyde2000", "packaged:verdict-minilm", "packaged:verdict-tfidf-web",
+SHIPPED = ("packaged:verdict-tfidf", "packaged:verdict-tfidf-hyde2000", "packaged:verdict-tfidf-web",
            "packaged:verdict-tfidf-claim", "packaged:verdict-stance-web", "packaged:verdict-web-stack")
 
 

@@ -123,6 +123,28 @@ def completion_result(out: dict[str, Any], n_prompt: int, t0: float, extra: dict
     )
 
 
+def head_length(heads: dict[str, list[int]], tokenize: Any, req: ChatRequest, prompt: str, tokens: list[int]) -> int:
+    """Tokens of ``tokens`` (``prompt``'s) that are the request's fixed head (``cache_prefix``),
+    0 for none. The head's tokens are computed once per head text (cached in ``heads``)."""
+    head, last = req.cache_prefix, req.messages[-1].content
+    at = prompt.rfind(last) if head and last.startswith(head) else -1
+    if at < 0:
+        return 0
+    text = prompt[: at + len(head)]
+    if text not in heads:
+        heads[text] = tokenize(text)
+    n = reused_prefix(heads[text], tokens)
+    return n if MIN_PREFIX_TOKENS <= n < len(tokens) else 0
+
+
+def grammar_for(llama_cpp: Any, cache: dict[str, Any], schema: dict[str, Any]) -> Any:
+    """The GBNF grammar of a JSON schema, compiled once per schema (~100 ms each)."""
+    key = json.dumps(schema, sort_keys=True)
+    if key not in cache:
+        cache[key] = llama_cpp.LlamaGrammar.from_json_schema(key, verbose=False)
+    return cache[key]
+
+
 class LlamaCppBackend:
     """``LLMBackend`` over llama-cpp-python; CPU threads and context from ``LLMConfig``."""
 
@@ -134,14 +156,8 @@ class LlamaCppBackend:
         path = _gguf_file(resolve_model(cfg.model, models_dir))
         self.model_id = path.name
         self._llama_cpp = llama_cpp
-        self._llm = llama_cpp.Llama(
-            model_path=str(path),
-            n_ctx=cfg.max_model_len,
-            n_threads=cfg.n_threads or _usable_cores(),
-            n_batch=cfg.n_batch,
-            seed=0,
-            verbose=False,
-        )
+        self._llm = llama_cpp.Llama(model_path=str(path), n_ctx=cfg.max_model_len, n_threads=cfg.n_threads or _usable_cores(),
+                                    n_batch=cfg.n_batch, seed=0, verbose=False)
         self._template = chat_template_of(self._llm, cfg)
         self._bos = token_text(self._llm, self._llm.token_bos())
         self._eos = token_text(self._llm, self._llm.token_eos())
@@ -158,44 +174,33 @@ class LlamaCppBackend:
     def _render(self, messages: tuple[ChatMessage, ...]) -> str:
         return render_chat(self._template, messages, self._bos, self._eos)
 
-    def _tokens(self, messages: tuple[ChatMessage, ...]) -> list[int]:
-        return self._tokenize(self._render(messages))
-
-    def _head_length(self, req: ChatRequest, prompt: str, tokens: list[int]) -> int:
-        """Tokens of ``tokens`` (``prompt``'s) that are the request's fixed head
-        (``cache_prefix``), 0 for none. The head's tokens are computed once per head text."""
-        head, last = req.cache_prefix, req.messages[-1].content
-        at = prompt.rfind(last) if head and last.startswith(head) else -1
-        if at < 0:
-            return 0
-        text = prompt[: at + len(head)]
-        if text not in self._heads:
-            self._heads[text] = self._tokenize(text)
-        n = reused_prefix(self._heads[text], tokens)
-        return n if MIN_PREFIX_TOKENS <= n < len(tokens) else 0
-
-    def count_tokens(self, messages: tuple[ChatMessage, ...]) -> int:
-        """Exact prompt length in tokens after the chat template."""
-        return len(self._tokens(messages))
-
-    def _grammar(self, schema: dict[str, Any]) -> Any:
-        key = json.dumps(schema, sort_keys=True)
-        if key not in self._grammars:  # compiling a grammar costs ~100 ms: once per schema
-            self._grammars[key] = self._llama_cpp.LlamaGrammar.from_json_schema(key, verbose=False)
-        return self._grammars[key]
-
-    def _one(self, req: ChatRequest) -> ChatResult:
-        t0 = time.perf_counter()
+    def _prepare(self, req: ChatRequest) -> tuple[list[int], int, int] | ChatResult:
+        """The request's prompt tokens, its completion cap (``max_tokens``, less if the context has
+        less room) and its fixed head's length; a prompt the context cannot hold is an error result."""
         prompt = self._render(req.messages)
         tokens = self._tokenize(prompt)
         room = self.cfg.max_model_len - len(tokens)
         if room < 1:
-            return ChatResult("", len(tokens), 0, "error", time.perf_counter() - t0,
+            return ChatResult("", len(tokens), 0, "error", 0.0,
                               error=f"prompt of {len(tokens)} tokens does not fit max_model_len={self.cfg.max_model_len}")
-        args = completion_args(req.sampling, min(req.sampling.max_tokens, room), self._stop)
+        return tokens, min(req.sampling.max_tokens, room), head_length(self._heads, self._tokenize, req, prompt, tokens)
+
+    def count_tokens(self, messages: tuple[ChatMessage, ...]) -> int:
+        """Exact prompt length in tokens after the chat template."""
+        return len(self._tokenize(self._render(messages)))
+
+    def _grammar(self, schema: dict[str, Any]) -> Any:
+        return grammar_for(self._llama_cpp, self._grammars, schema)
+
+    def _one(self, req: ChatRequest) -> ChatResult:
+        t0 = time.perf_counter()
+        prep = self._prepare(req)
+        if isinstance(prep, ChatResult):
+            return prep
+        tokens, max_tokens, head = prep
+        args = completion_args(req.sampling, max_tokens, self._stop)
         if req.json_schema is not None:
             args["grammar"] = self._grammar(req.json_schema)
-        head = self._head_length(req, prompt, tokens)
         if head:
             cached = hold_head(self._llm, tokens[:head], self._prefixes)
         else:
@@ -207,56 +212,29 @@ class LlamaCppBackend:
     def generate(self, requests: list[ChatRequest]) -> list[ChatResult]:
         """Run the requests (``llm.parallel`` > 1: several decoded together, ``llama_cpp_batch``;
         else in order); a failing request yields an error result, never raises."""
-        results: dict[int, ChatResult] = {}
-        if self.cfg.parallel > 1 and len(requests) > 1:
-            try:
-                results = self._batched(requests)
-            except Exception as exc:  # noqa: BLE001 - the batch failed as a whole: one at a time instead
-                log.warning("llama_cpp batch of %d failed (%s: %s); running its requests one at a time",
-                            len(requests), type(exc).__name__, exc)
-                results = {}
-        for i, req in enumerate(requests):
-            if i in results:
-                continue
-            try:
-                results[i] = self._one(req)
-            except Exception as exc:  # one bad request must not kill the batch
-                log.warning("llama_cpp request %s failed: %s", req.tag, exc)
-                results[i] = ChatResult("", finish_reason="error", error=f"{type(exc).__name__}: {exc}")
-        return [results[i] for i in range(len(requests))]
+        done = self._batched(requests) if self.cfg.parallel > 1 and len(requests) > 1 else {}
+        return [done[i] if i in done else self._safe_one(req) for i, req in enumerate(requests)]
+
+    def _safe_one(self, req: ChatRequest) -> ChatResult:
+        try:
+            return self._one(req)
+        except Exception as exc:  # one bad request must not kill the batch
+            log.warning("llama_cpp request %s failed: %s", req.tag, exc)
+            return ChatResult("", finish_reason="error", error=f"{type(exc).__name__}: {exc}")
 
     def _batched(self, requests: list[ChatRequest]) -> dict[int, ChatResult]:
-        """The requests that fit, decoded ``llm.parallel`` at a time, grouped by their fixed head;
-        a prompt too long for the context is answered here, one that does not fit the batch
-        context is left out (``generate`` runs it alone)."""
-        from sanctuary_local.llm.llama_cpp_batch import Job, SequenceBatch
+        """``llama_cpp_batch.batched``'s results; a batch failing as a whole gives none (one at a time instead)."""
+        from sanctuary_local.llm.llama_cpp_batch import SequenceBatch, batched
 
-        if self._batch is None:
-            self._batch = SequenceBatch(self._llama_cpp, self._llm._model.model, self.cfg.parallel,
-                                        self.cfg.max_model_len, self.cfg.n_threads or _usable_cores())
-        out: dict[int, ChatResult] = {}
-        groups: dict[tuple[int, ...], list[tuple[int, Job, dict[str, Any]]]] = {}
-        for i, req in enumerate(requests):
-            prompt = self._render(req.messages)
-            tokens = self._tokenize(prompt)
-            room = self.cfg.max_model_len - len(tokens)
-            if room < 1:
-                out[i] = ChatResult("", len(tokens), 0, "error", 0.0,
-                                    error=f"prompt of {len(tokens)} tokens does not fit max_model_len={self.cfg.max_model_len}")
-                continue
-            head = self._head_length(req, prompt, tokens)
-            grammar = self._grammar(req.json_schema) if req.json_schema is not None else None
-            job = Job(tokens, head, req.sampling, min(req.sampling.max_tokens, room), (*self._stop, *req.sampling.stop), grammar)
-            extra = {"grammar": grammar is not None, "room_capped": job.max_tokens < req.sampling.max_tokens,
-                     "parallel": self.cfg.parallel}
-            groups.setdefault(tuple(tokens[:head]), []).append((i, job, extra))
-        for head, members in groups.items():
-            ready = [(i, job, extra) for i, job, extra in members
-                     if len(head) + len(job.tokens) - job.head + job.max_tokens + 1 <= self._batch.n_ctx]
-            for (i, job, extra), d in zip(ready, self._batch.run(list(head), [j for _, j, _ in ready]), strict=True):
-                out[i] = ChatResult(d.text, len(job.tokens), d.completion_tokens, d.finish_reason, d.seconds,
-                                    extra=extra, cached_tokens=job.head)
-        return out
+        try:
+            if self._batch is None:
+                self._batch = SequenceBatch(self._llama_cpp, self._llm._model.model, self.cfg.parallel,
+                                            self.cfg.max_model_len, self.cfg.n_threads or _usable_cores())
+            return batched(self, self._batch, requests)
+        except Exception as exc:  # noqa: BLE001 - the batch failed as a whole
+            log.warning("llama_cpp batch of %d failed (%s: %s); running its requests one at a time",
+                        len(requests), type(exc).__name__, exc)
+            return {}
 
     def close(self) -> None:
         """Free the model and its KV cache."""

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sanctuary_local.config.llm import SamplingConfig
+from sanctuary_local.llm.base import ChatRequest, ChatResult
 
 #: Tokens per ``llama_decode`` call (the context's ``n_batch``).
 CHUNK = 512
@@ -67,6 +68,77 @@ class _Slot:
     pieces: bytearray = field(default_factory=bytearray)
     last: int | None = None
 
+    def advance(self, job: Job, token: int, piece: bytes, end: bool, seconds: float) -> Done | None:
+        """Take the sampled ``token`` (``end``: an end-of-generation token); the finished job, or None."""
+        if end:
+            return Done(self.pieces.decode("utf-8", errors="replace"), len(self.out), "stop", seconds)
+        self.out.append(token)
+        self.pieces += piece
+        self.last = token
+        text = self.pieces.decode("utf-8", errors="ignore")
+        cut = min((text.find(s) for s in job.stop if s and s in text), default=-1)
+        if cut >= 0:  # cut at the stop string, as create_completion does
+            return Done(text[:cut], len(self.out), "stop", seconds)
+        if len(self.out) >= job.max_tokens:
+            return Done(self.pieces.decode("utf-8", errors="replace"), len(self.out), "length", seconds)
+        return None
+
+
+def sampler_chain(lib: Any, vocab: Any, job: Job) -> Any:
+    """A llama.cpp sampler chain for one sequence: the repeat penalty, the job's grammar, then
+    greedy (temperature 0) or top-k / top-p / min-p / temperature / the seeded draw."""
+    s = job.sampling
+    chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+    parts = []
+    if s.repetition_penalty != 1.0:
+        parts.append(lib.llama_sampler_init_penalties(PENALTY_LAST_N, s.repetition_penalty, 0.0, 0.0))
+    if job.grammar is not None:
+        parts.append(lib.llama_sampler_init_grammar(vocab, job.grammar._grammar.encode(), job.grammar._root.encode()))
+    if s.temperature <= 0.0:
+        parts.append(lib.llama_sampler_init_greedy())
+    else:
+        parts += [lib.llama_sampler_init_top_k(s.top_k)] if s.top_k > 0 else []
+        parts += [lib.llama_sampler_init_top_p(s.top_p, 1), lib.llama_sampler_init_min_p(s.min_p, 1),
+                  lib.llama_sampler_init_temp(s.temperature), lib.llama_sampler_init_dist(s.seed & 0xFFFFFFFF)]
+    for part in parts:
+        lib.llama_sampler_chain_add(chain, part)
+    return chain
+
+
+def token_piece(lib: Any, vocab: Any, token: int) -> bytes:
+    """The bytes of one token (a piece of a UTF-8 character for some)."""
+    buf = (ctypes.c_char * 256)()
+    n = lib.llama_token_to_piece(vocab, token, buf, len(buf), 0, False)
+    return bytes(buf[: max(0, n)])
+
+
+def batched(be: Any, batch: SequenceBatch, requests: list[ChatRequest]) -> dict[int, ChatResult]:
+    """``requests`` decoded ``batch.parallel`` at a time, grouped by their fixed head, as the
+    backend ``be`` (a ``LlamaCppBackend``) prepares them; a prompt the backend's context cannot
+    hold gets its error result, one too long for the batch's context is left out (the backend
+    runs it alone)."""
+    out: dict[int, ChatResult] = {}
+    groups: dict[tuple[int, ...], list[tuple[int, Job, dict[str, Any]]]] = {}
+    for i, req in enumerate(requests):
+        prep = be._prepare(req)
+        if isinstance(prep, ChatResult):
+            out[i] = prep
+            continue
+        tokens, max_tokens, head = prep
+        grammar = be._grammar(req.json_schema) if req.json_schema is not None else None
+        job = Job(tokens, head, req.sampling, max_tokens, (*be._stop, *req.sampling.stop), grammar)
+        extra = {"grammar": grammar is not None, "room_capped": max_tokens < req.sampling.max_tokens,
+                 "parallel": batch.parallel}
+        groups.setdefault(tuple(tokens[:head]), []).append((i, job, extra))
+    for head, members in groups.items():
+        ready = [m for m in members if len(head) + len(m[1].tokens) - m[1].head + m[1].max_tokens + 1 <= batch.n_ctx]
+        for (i, job, extra), d in zip(ready, batch.run(list(head), [m[1] for m in ready]), strict=True):
+            out[i] = ChatResult(d.text, len(job.tokens), d.completion_tokens, d.finish_reason, d.seconds,
+                                extra=extra, cached_tokens=job.head)
+    return out
+
+
+
 
 class SequenceBatch:
     """A llama.cpp context with ``parallel`` sequence slots over an already loaded model."""
@@ -82,7 +154,6 @@ class SequenceBatch:
             raise RuntimeError(f"llama.cpp could not create a context of {n_ctx} tokens for {parallel} sequences")
         self.mem = llama_cpp.llama_get_memory(self.ctx)
         self.vocab = llama_cpp.llama_model_get_vocab(model)
-        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self.batch = llama_cpp.llama_batch_init(CHUNK, 0, 1)
         self.head: list[int] = []
         self.steps = 0  #: decode calls so far (each reads the weights once)
@@ -93,18 +164,14 @@ class SequenceBatch:
             self.lib.llama_free(self.ctx)
             self.ctx = None
 
-    # -- the head --------------------------------------------------------------------------
     def _hold_head(self, head: list[int]) -> None:
         """Sequence 0 holds ``head`` (evaluated only when it differs from the one held)."""
-        if head == self.head:
-            return
-        self.lib.llama_memory_clear(self.mem, True)
-        self.head = []
-        if head:
+        if head != self.head:
+            self.lib.llama_memory_clear(self.mem, True)
+            self.head = []
             self._decode([(t, i, 0, False) for i, t in enumerate(head)], {})
-        self.head = list(head)
+            self.head = list(head)
 
-    # -- decoding --------------------------------------------------------------------------
     def _decode(self, items: list[tuple[int, int, int, bool]], slots: dict[int, _Slot]) -> dict[int, int]:
         """Evaluate (token, position, sequence, wants logits) items in chunks; a sequence that
         wants logits gets its next token sampled by its slot's chain (which accepts it)."""
@@ -124,88 +191,41 @@ class SequenceBatch:
                     out[seq] = int(self.lib.llama_sampler_sample(slots[seq].chain, self.ctx, i))
         return out
 
-    def _chain(self, job: Job) -> Any:
-        lib, s = self.lib, job.sampling
-        chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
-        if s.repetition_penalty != 1.0:
-            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_penalties(PENALTY_LAST_N, s.repetition_penalty, 0.0, 0.0))
-        if job.grammar is not None:
-            g = job.grammar
-            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_grammar(self.vocab, g._grammar.encode(), g._root.encode()))
-        if s.temperature <= 0.0:
-            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_greedy())
-        else:
-            if s.top_k > 0:
-                lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_top_k(s.top_k))
-            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_top_p(s.top_p, 1))
-            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_min_p(s.min_p, 1))
-            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_temp(s.temperature))
-            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_dist(s.seed & 0xFFFFFFFF))
-        return chain
-
-    def _piece(self, token: int) -> bytes:
-        buf = (ctypes.c_char * 256)()
-        n = self.lib.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
-        return bytes(buf[: max(0, n)])
-
-    def _reserve(self, job: Job) -> int:
-        return len(job.tokens) - job.head + job.max_tokens
-
-    def fits(self, job: Job) -> bool:
-        """Whether ``job`` can run alone in this context beside the head."""
-        return len(self.head) + self._reserve(job) + 1 <= self.n_ctx
+    def _start(self, r: int, job: Job, slots: dict[int, _Slot]) -> list[tuple[int, int, int, bool]]:
+        """Job ``r`` takes a free slot: the head's cells shared into it, its prompt's rest to evaluate."""
+        seq = next(s for s in range(1, self.parallel + 1) if s not in slots)
+        self.lib.llama_memory_seq_rm(self.mem, seq, -1, -1)
+        self.lib.llama_memory_seq_cp(self.mem, 0, seq, -1, -1)
+        tail = job.tokens[len(self.head):]
+        slots[seq] = _Slot(r, len(job.tokens), sampler_chain(self.lib, self.vocab, job))
+        return [(t, len(self.head) + i, seq, i == len(tail) - 1) for i, t in enumerate(tail)]
 
     def run(self, head: list[int], jobs: list[Job]) -> list[Done]:
-        """Decode every job (each must start with ``head`` and pass ``fits``), ``parallel`` at a time."""
+        """Decode every job (each starts with ``head`` and fits the context beside it), ``parallel`` at a time."""
         self._hold_head(head)
-        lib, t0 = self.lib, time.perf_counter()
-        queue, slots, done = list(range(len(jobs))), {}, {}
-        reserved = 0
+        lib, t0, queue, slots, done = self.lib, time.perf_counter(), list(range(len(jobs))), {}, {}
+        room = lambda j: len(j.tokens) - j.head + j.max_tokens  # noqa: E731 - cells a job may fill
         try:
             while queue or slots:
                 items: list[tuple[int, int, int, bool]] = []
-                while queue and len(slots) < self.parallel:
-                    job = jobs[queue[0]]
-                    need = self._reserve(job)
-                    if slots and len(self.head) + reserved + need + 1 > self.n_ctx:
-                        break  # wait for a slot to free its room
+                while queue and len(slots) < self.parallel and (
+                        not slots or len(self.head) + sum(room(jobs[s.job]) for s in slots.values())
+                        + room(jobs[queue[0]]) < self.n_ctx):
                     r = queue.pop(0)
-                    seq = next(s for s in range(1, self.parallel + 1) if s not in slots)
-                    lib.llama_memory_seq_rm(self.mem, seq, -1, -1)
-                    lib.llama_memory_seq_cp(self.mem, 0, seq, -1, -1)
-                    tail = job.tokens[len(self.head):]
-                    items += [(t, len(self.head) + i, seq, i == len(tail) - 1) for i, t in enumerate(tail)]
-                    slots[seq] = _Slot(r, len(job.tokens), self._chain(job))
-                    reserved += need
+                    items += self._start(r, jobs[r], slots)
                 for seq, sl in slots.items():
                     if sl.last is not None:
                         items.append((sl.last, sl.pos, seq, True))
                         sl.pos += 1
-                nxt = self._decode(items, slots)
-                for seq in list(slots):
-                    sl, tok = slots[seq], nxt[seq]
-                    job = jobs[sl.job]
-                    reason = ""
-                    if lib.llama_vocab_is_eog(self.vocab, tok):
-                        reason = "stop"
-                    else:
-                        sl.out.append(tok)
-                        sl.pieces += self._piece(tok)
-                        sl.last = tok
-                        text = sl.pieces.decode("utf-8", errors="ignore")
-                        cut = min((text.find(s) for s in job.stop if s and s in text), default=-1)
-                        if cut >= 0:
-                            done[sl.job] = Done(text[:cut], len(sl.out), "stop", time.perf_counter() - t0)
-                        elif len(sl.out) >= job.max_tokens:
-                            reason = "length"
-                    if reason:
-                        text = sl.pieces.decode("utf-8", errors="replace")
-                        done[sl.job] = Done(text, len(sl.out), reason, time.perf_counter() - t0)
-                    if sl.job in done:
-                        lib.llama_sampler_free(sl.chain)
+                for seq, tok in self._decode(items, slots).items():
+                    sl = slots[seq]
+                    end = bool(lib.llama_vocab_is_eog(self.vocab, tok))
+                    d = sl.advance(jobs[sl.job], tok, b"" if end else token_piece(lib, self.vocab, tok), end,
+                                   time.perf_counter() - t0)
+                    if d is not None:
+                        done[sl.job] = d
+                        lib.llama_sampler_free(slots.pop(seq).chain)
                         lib.llama_memory_seq_rm(self.mem, seq, -1, -1)
-                        reserved -= self._reserve(job)
-                        del slots[seq]
         finally:
             for sl in slots.values():  # an exception mid-batch: free what is still held
                 lib.llama_sampler_free(sl.chain)

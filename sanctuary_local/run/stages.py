@@ -163,11 +163,17 @@ def execute(run: RunState) -> None:
     stage_verdict(run, run.claims, 0)
 
 
+def pilot_size(n_claims: int, parallel: int = 1) -> int:
+    """Claims of a budgeted run's pilot: 5 % of them, 2 to 8, and at least stage 1's batch
+    (``hyde.llm.parallel``) so that the pilot measures the batched rate the rest will run at."""
+    return min(n_claims, max(2, min(8, n_claims // 20), parallel))
+
+
 def execute_budgeted(run: RunState, planner: BudgetPlanner) -> None:
     """A pilot of the first claims at full settings, then each stage of the rest at the
     level the planner picks from the measured per-claim costs."""
     claims = run.claims
-    pilot_n = min(len(claims), max(2, min(8, len(claims) // 20)))
+    pilot_n = pilot_size(len(claims), run.cfg.hyde.llm.parallel)
     pilot, rest = claims[:pilot_n], claims[pilot_n:]
     stages = run.stage_names()  # the overlapped stages 1+2 are not used under a budget
     for name in stages:

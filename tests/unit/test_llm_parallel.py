@@ -10,6 +10,7 @@ from sanctuary_local.config.llm import LLMConfig
 from sanctuary_local.config.settings import load_config
 from sanctuary_local.errors import UserError
 from sanctuary_local.run.fingerprint import is_execution_setting
+from sanctuary_local.run.stages import pilot_size
 from sanctuary_local.run.waves import wave_size
 
 
@@ -34,3 +35,8 @@ def test_waves_hold_two_claims_per_slot_unless_batch_size_says_otherwise() -> No
 
 def test_parallel_is_an_execution_setting() -> None:
     assert is_execution_setting("hyde.llm.parallel") and is_execution_setting("verdict.llm.parallel")
+
+
+def test_a_budget_pilot_holds_at_least_one_batch() -> None:
+    assert [pilot_size(n) for n in (1, 10, 100, 1000)] == [1, 2, 5, 8]
+    assert pilot_size(100, parallel=8) == 8 and pilot_size(1000, parallel=16) == 16 and pilot_size(3, parallel=8) == 3

