@@ -78,8 +78,11 @@ def run_setting(a: argparse.Namespace, name: str, sets: list[str], work: Path) -
 
 
 def stage1_texts(run: Path) -> dict[int, str]:
-    path = run / "stage1_hyde.jsonl"
-    return {r["claim_index"]: r["record"].get("raw_text", "") for r in map(orjson.loads, path.read_bytes().splitlines())}
+    """Each claim's stage-1 text, read by the project's one reader of run files."""
+    from sanctuary_local.io.run_files import STAGE_FILES, readable_records
+    from sanctuary_local.records import HydeResult
+
+    return {i: r.raw_text for i, r in readable_records(run / STAGE_FILES["hyde"], HydeResult.from_dict).items()}
 
 
 def chart(rows: list[dict], path: Path) -> None:

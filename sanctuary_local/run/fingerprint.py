@@ -63,7 +63,7 @@ EXECUTION_SETTINGS: tuple[str, ...] = (
     "*.llm.prefix_cache",  # llama.cpp: a prompt head's KV cache read from disk or evaluated (same bytes)
     "*.llm.concurrency",  # openai_http requests in flight
     "*.llm.batch_size",  # prompts per backend call
-    "*.llm.parallel",  # llama.cpp sequences decoded together (greedy text equal but for float near-ties)
+    "*.llm.parallel",  # llama.cpp sequences decoded together (the same prompts; sampled text may differ)
     "*.llm.timeout_s",  # openai_http per-request timeout
     "*.llm.retries",  # openai_http retries
     "*.llm.api_key",  # a secret, never part of a result

@@ -98,7 +98,7 @@ def wave_size(llm_cfg: Any) -> int:
     generations finish, and a wave's records are persisted together)."""
     if llm_cfg.batch_size:
         return int(llm_cfg.batch_size)
-    if llm_cfg.backend == "llama_cpp" and int(getattr(llm_cfg, "parallel", 1)) > 1:
+    if llm_cfg.backend == "llama_cpp" and llm_cfg.parallel > 1:
         return 2 * int(llm_cfg.parallel)
     return {"vllm": 256, "openai_http": max(1, 2 * int(llm_cfg.concurrency))}.get(llm_cfg.backend, 1)
 

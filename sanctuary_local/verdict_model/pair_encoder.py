@@ -93,17 +93,19 @@ class PairEncoderModel:
     def pair_proba(self, xs: Sequence[VerdictInput]) -> list[np.ndarray]:
         """Per input, its pairs' probabilities (shape (pairs, 4); one row for a claim alone).
         Each distinct (claim, question, answer) is encoded once per call."""
-        split = [split_pairs(x, self.max_pairs) for x in xs]
         index: dict[tuple, int] = {}
         unique: list[VerdictInput] = []
-        for ps in split:
-            for p in ps:
+        rows: list[list[int]] = []
+        for x in xs:
+            rows.append([])
+            for p in split_pairs(x, self.max_pairs):
                 key = (p.claim, tuple((q.question, q.answer) for q in p.pairs))
                 if key not in index:
                     index[key] = len(unique)
                     unique.append(VerdictInput(p.claim, p.pairs))
+                rows[-1].append(index[key])
         probs = self._encoder.predict_proba(unique) if unique else np.zeros((0, len(LABELS)))
-        return [probs[[index[(p.claim, tuple((q.question, q.answer) for q in p.pairs))] for p in ps]] for ps in split]
+        return [probs[r] for r in rows]
 
     def predict_proba(self, xs: Sequence[VerdictInput]) -> np.ndarray:
         if not xs:
