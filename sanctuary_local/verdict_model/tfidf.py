@@ -86,12 +86,30 @@ def train_tfidf(xs: Sequence[VerdictInput], s: TrainSettings, out: Path, progres
         progress(1, 1, None)
     if list(lr.classes_) != list(range(len(LABELS))):
         raise ValueError(f"the training claims lack labels: only {[LABELS[i] for i in lr.classes_]} occur")
-    vocab = {t: int(i) for t, i in sorted(vec.vocabulary_.items(), key=lambda kv: kv[1])}
-    (out / VOCABULARY).write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
-    np.savez(out / ARRAYS, idf=vec.idf_.astype(np.float32), coef=lr.coef_.astype(np.float32),
-             intercept=lr.intercept_.astype(np.float32))
+    write_arrays(out, vec, lr, ARRAYS)
     return {"features": len(vec.vocabulary_), "iterations": int(np.max(lr.n_iter_)),
             "loss": round(sum(_objective(lr, features, y, s, [x.label for x in xs])), 6)}
+
+
+def write_arrays(out: Path, vec, lr, arrays: str) -> None:  # noqa: ANN001 - sklearn types
+    """The vectoriser's vocabulary (JSON) and its IDF weights with the regression's coefficients
+    (``arrays``, a ``.npz`` of plain arrays) into ``out``: no pickle."""
+    vocab = {t: int(i) for t, i in sorted(vec.vocabulary_.items(), key=lambda kv: kv[1])}
+    (out / VOCABULARY).write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    np.savez(out / arrays, idf=vec.idf_.astype(np.float32), coef=lr.coef_.astype(np.float32),
+             intercept=lr.intercept_.astype(np.float32))
+
+
+def read_arrays(directory: Path, arrays: str):  # noqa: ANN201 - sklearn type
+    """What ``write_arrays`` wrote: the vectoriser, the coefficients and the intercepts."""
+    vocab = json.loads((directory / VOCABULARY).read_text(encoding="utf-8"))
+    with np.load(directory / arrays, allow_pickle=False) as a:
+        idf, coef, intercept = a["idf"], a["coef"], a["intercept"]
+    if coef.shape != (len(LABELS), len(vocab)) or idf.shape != (len(vocab),):
+        raise ValueError(f"{directory}: the TF-IDF arrays do not match its vocabulary of {len(vocab)} terms")
+    vec = _vectorizer(vocab)
+    vec.idf_ = idf
+    return vec, coef, intercept
 
 
 class TfidfModel:
@@ -103,13 +121,7 @@ class TfidfModel:
                  max_pairs: int = 10) -> None:
         self.directory, self.sha256, self.answer_words, self.answer_focus = directory, sha256, answer_words, answer_focus
         self.max_pairs = max_pairs
-        vocab = json.loads((directory / VOCABULARY).read_text(encoding="utf-8"))
-        with np.load(directory / ARRAYS, allow_pickle=False) as arrays:
-            idf, self._coef, self._intercept = arrays["idf"], arrays["coef"], arrays["intercept"]
-        if self._coef.shape != (len(LABELS), len(vocab)) or idf.shape != (len(vocab),):
-            raise ValueError(f"{directory}: the TF-IDF arrays do not match its vocabulary of {len(vocab)} terms")
-        self._vec = _vectorizer(vocab)
-        self._vec.idf_ = idf
+        self._vec, self._coef, self._intercept = read_arrays(directory, ARRAYS)
 
     def predict_proba(self, xs: Sequence[VerdictInput]) -> np.ndarray:
         if not xs:

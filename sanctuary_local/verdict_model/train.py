@@ -122,6 +122,10 @@ def evidence_inputs(claims: Sequence[Claim], claims_path: Path, evidence: Path) 
 
 
 def _fit(xs: list, s: TrainSettings, tmp: Path, progress: Progress | None) -> tuple[dict, dict]:
+    if s.base == "tfidf" and s.per_pair:
+        from sanctuary_local.verdict_model.pair_tfidf import train_pair_tfidf
+
+        return train_pair_tfidf(xs, s, tmp, progress), {"name": "tfidf", "sha256": None}
     if s.base == "tfidf":
         from sanctuary_local.verdict_model.tfidf import train_tfidf
 
@@ -145,8 +149,10 @@ def _fit(xs: list, s: TrainSettings, tmp: Path, progress: Progress | None) -> tu
 
 
 def _kind(s: TrainSettings) -> str:
-    if s.base in ("tfidf", "stance"):
+    if s.base == "stance":
         return s.base
+    if s.base == "tfidf":
+        return "pair-tfidf" if s.per_pair else "tfidf"
     return "pair-encoder" if s.per_pair else "encoder"
 
 
