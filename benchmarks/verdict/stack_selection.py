@@ -9,7 +9,9 @@ too). Members, trained as ``verdict-model train`` trains them (gold + both real-
 - ``full``: TF-IDF of the claim and its 10 pairs, answers cut at 100 words, C 1
   (``packaged:verdict-tfidf-web``);
 - ``claim``: TF-IDF of the claim alone (``--pairs 0``), C 1 (``packaged:verdict-tfidf-claim``);
-- ``stance``: stance cues per pair, pooled, C 0.1 (``--base stance``, ``packaged:verdict-stance-web``).
+- ``stance``: stance cues per pair, pooled, C 0.1 (``--base stance``, ``packaged:verdict-stance-web``);
+- ``pair``: TF-IDF of each pair read against its claim, pooled per claim, answers cut at 100
+  words, C 0.3 (``--base tfidf --per-pair``, ``packaged:verdict-tfidf-pairs``).
 
 Every combination with equal weights, and the best weights on a 0.1 grid, are scored out of
 fold, then on the tuning claims (dev 0-49 and 150-249) and the fit claims (100-149), all on
@@ -24,6 +26,7 @@ import argparse
 import itertools
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -35,7 +38,8 @@ from benchmarks.verdict.real_web import DEV_EVIDENCE, FIT, TRAIN, TRAIN_EVIDENCE
 
 MEMBERS = {"full": {"base": "tfidf", "c": 1.0, "answer_words": 100},
            "claim": {"base": "tfidf", "c": 1.0, "answer_words": 100, "max_pairs": 0},
-           "stance": {"base": "stance", "c": 0.1}}
+           "stance": {"base": "stance", "c": 0.1},
+           "pair": {"base": "tfidf", "per_pair": True, "c": 0.3, "answer_words": 100}}
 FOLDS = 5
 
 
@@ -44,6 +48,11 @@ def _predictor(xs, settings):  # noqa: ANN001, ANN202
     from sanctuary_local.verdict_model import stance, tfidf
     from sanctuary_local.verdict_model.inputs import render
 
+    if settings.base == "tfidf" and settings.per_pair:
+        from sanctuary_local.verdict_model import pair_tfidf
+
+        vec, lr, _ = pair_tfidf.fit(xs, settings)
+        return lambda q: pair_tfidf.predict(vec, lr.coef_, lr.intercept_, q, settings)
     if settings.base == "stance":
         scaler, lr = stance.fit(xs, settings)
         return lambda q: lr.predict_proba(scaler.transform(stance.features(q, settings.max_pairs)))
@@ -51,18 +60,31 @@ def _predictor(xs, settings):  # noqa: ANN001, ANN202
     return lambda q: lr.predict_proba(vec.transform([render(x, settings.answer_words, settings.max_pairs) for x in q]))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--claims", type=Path, default=DEFAULT_CLAIMS)
-    ap.add_argument("--label", default="stack_selection")
-    args = ap.parse_args()
+@dataclass
+class OutOfFold:
+    """Each member's probabilities: out of fold on train's real-web readings, and on the dev
+    claims 0-249 (the baseline's real-web evidence) from members trained on all of train."""
 
+    train: list
+    """Training inputs: gold evidence of every train claim, then both real-web runs."""
+    group: np.ndarray
+    """Each training input's train-claim index (folds are grouped by it)."""
+    web: np.ndarray
+    """True where the input is a real-web reading (only those are scored out of fold)."""
+    fold: np.ndarray
+    dev_xs: list
+    oof: dict[str, np.ndarray]
+    on_dev: dict[str, np.ndarray]
+    seconds: dict[str, float]
+
+
+def out_of_fold(claims_path: Path, members: dict[str, dict] = MEMBERS) -> OutOfFold:
+    """Train each member fold by fold (5 folds grouped by train claim) and on all of train."""
     from sanctuary_local.io.claims import read_claims
     from sanctuary_local.records import LABELS
     from sanctuary_local.verdict_model.base import TrainSettings
-    from sanctuary_local.verdict_model.evaluate import labelled, metrics_of
+    from sanctuary_local.verdict_model.evaluate import labelled
     from sanctuary_local.verdict_model.external import external_inputs
-    from sanctuary_local.verdict_model.stack import combine
     from sanctuary_local.verdict_model.train import read_training_claims
 
     claims, _ = read_training_claims(TRAIN)
@@ -72,11 +94,11 @@ def main() -> None:
     group = np.array([c.index for c in claims] + [c.index for xs, found in runs for c in claims if c.index in found])
     web = np.array([False] * len(gold_xs) + [True] * (len(train) - len(gold_xs)))
     fold = np.random.RandomState(0).permutation(int(group.max()) + 1)[group] % FOLDS
-    dev = read_claims(args.claims)[:250]
-    dev_xs, _ = external_inputs(dev, args.claims, DEV_EVIDENCE, dev)
+    dev = read_claims(claims_path)[:250]
+    dev_xs, _ = external_inputs(dev, claims_path, DEV_EVIDENCE, dev)
 
     oof, on_dev, seconds = {}, {}, {}
-    for name, spec in MEMBERS.items():
+    for name, spec in members.items():
         t, s = time.perf_counter(), TrainSettings(**spec)
         oof[name] = np.zeros((len(train), len(LABELS)))
         for f in range(FOLDS):
@@ -84,7 +106,21 @@ def main() -> None:
             oof[name][held] = _predictor([train[i] for i in np.where(fold != f)[0]], s)([train[i] for i in held])
         on_dev[name] = _predictor(train, s)(dev_xs)
         seconds[name] = round(time.perf_counter() - t, 1)
+    return OutOfFold(train, group, web, fold, dev_xs, oof, on_dev, seconds)
 
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--claims", type=Path, default=DEFAULT_CLAIMS)
+    ap.add_argument("--label", default="stack_selection")
+    args = ap.parse_args()
+
+    from sanctuary_local.records import LABELS
+    from sanctuary_local.verdict_model.evaluate import metrics_of
+    from sanctuary_local.verdict_model.stack import combine
+
+    o = out_of_fold(args.claims)
+    train, web, dev_xs, oof, on_dev, seconds = o.train, o.web, o.dev_xs, o.oof, o.on_dev, o.seconds
     W = np.where(web)[0]
     y_oof = [train[i].label for i in W]
     y_dev = [x.label for x in dev_xs]
@@ -100,8 +136,8 @@ def main() -> None:
 
     rows = [score({k: 1.0 / len(c) if k in c else 0.0 for k in MEMBERS})
             for r in range(1, len(MEMBERS) + 1) for c in itertools.combinations(MEMBERS, r)]
-    grid = [score({"full": a / 10, "claim": b / 10, "stance": (10 - a - b) / 10})
-            for a in range(11) for b in range(11 - a)]
+    grid = [score({k: w / 10 for k, w in zip(MEMBERS, ws)})
+            for ws in itertools.product(range(11), repeat=len(MEMBERS)) if sum(ws) == 10]
     grid.sort(key=lambda r: (r["oof"]["macro_f1"], r["oof"]["accuracy"]), reverse=True)
     meta = {"train": str(TRAIN), "train_evidence": [str(p) for p in TRAIN_EVIDENCE], "dev_evidence": str(DEV_EVIDENCE),
             "folds": FOLDS, "oof_claims": len(W) // len(TRAIN_EVIDENCE), "member_seconds": seconds, "uptime": uptime()}
