@@ -35,7 +35,8 @@ TUNE = [*range(0, 50), *range(150, 250)]
 FIT = list(range(100, 150))
 REPORT = list(range(50, 100))
 SHIPPED = ("packaged:verdict-tfidf", "packaged:verdict-tfidf-hyde2000", "packaged:verdict-tfidf-web",
-           "packaged:verdict-tfidf-claim", "packaged:verdict-stance-web", "packaged:verdict-web-stack")
+           "packaged:verdict-tfidf-claim", "packaged:verdict-stance-web", "packaged:verdict-web-stack",
+           "packaged:verdict-tfidf-pairs", "packaged:verdict-pairs-stack")
 
 
 def candidates() -> dict[str, dict]:

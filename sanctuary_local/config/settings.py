@@ -204,7 +204,7 @@ class VerdictConfig:
     token on, everything; a URL is cut at its first whitespace), the rest of the page is shown.
     "withhold": the whole snippet is left out, silently. "show": it is shown neutralised like
     any page text. Stored evidence, spans and the report keep the page's words in every case."""
-    trained_model: str = "packaged:verdict-web-stack"
+    trained_model: str = "packaged:verdict-pairs-stack"
     """trained mode: the verdict model, ``packaged:NAME`` (shipped in the package) or a directory
     written by ``sanctuary-local verdict-model train``."""
     trained_rule: bool = True
@@ -368,7 +368,7 @@ def validate(cfg: Config) -> None:
         (cfg.verdict.mode not in RETIRED_MODES, f"verdict.mode = {cfg.verdict.mode!r}: {_retired(cfg.verdict.mode)}"),
         (cfg.verdict.mode in ("paper", "trained"), f"verdict.mode must be 'trained' or 'paper', got {cfg.verdict.mode!r}"),
         (cfg.verdict.mode != "trained" or bool(cfg.verdict.trained_model),
-         "verdict.mode = 'trained' needs verdict.trained_model (e.g. packaged:verdict-web-stack, or a model directory)"),
+         "verdict.mode = 'trained' needs verdict.trained_model (e.g. packaged:verdict-pairs-stack, or a model directory)"),
         (cfg.verdict.flagged in ("redact", "withhold", "show"),
          f"verdict.flagged must be 'redact', 'withhold' or 'show', got {cfg.verdict.flagged!r}"),
         (cfg.verdict.mode == "paper" or not (cfg.verdict.citations or cfg.decompose.enabled),

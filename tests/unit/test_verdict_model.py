@@ -298,12 +298,14 @@ def test_trained_mode_config_needs_a_model() -> None:
 
 
 # ------------------------------------------------------------------ the shipped model
-@pytest.mark.parametrize("shipped", ["the cpu default", "packaged:verdict-tfidf-web", "packaged:verdict-tfidf-claim",
-                                     "packaged:verdict-stance-web", "packaged:verdict-tfidf-hyde2000",
+@pytest.mark.parametrize("shipped", ["the cpu default", "packaged:verdict-tfidf-pairs", "packaged:verdict-tfidf-claim",
+                                     "packaged:verdict-stance-web", "packaged:verdict-web-stack",
+                                     "packaged:verdict-tfidf-web", "packaged:verdict-tfidf-hyde2000",
                                      "packaged:verdict-tfidf"])
 def test_shipped_model_on_one_claim_through_the_stage(shipped: str) -> None:
-    """Each shipped model (the default profile's stack, its three members and the two former
-    defaults), hash-checked on load, on one claim through the stage."""
+    """Each shipped model (the default profile's stack, its three members, the former default
+    stack and its other member, and the two defaults before them), hash-checked on load, on one
+    claim through the stage."""
     import dataclasses
 
     from sanctuary_local.config.settings import load_config

@@ -1,8 +1,9 @@
 """A few real training steps on a tiny real-web slice, and the loss falls (issue 66).
 
-The default verdict model (``packaged:verdict-web-stack``) is a stack whose members are fitted,
-not itself; its evidence-reading member, ``packaged:verdict-tfidf-web``, is TF-IDF + logistic
-regression fitted by L-BFGS, so its training steps are the solver's iterations. Each fit below runs the
+The verdict models are stacks whose members are fitted, not themselves. The former default's
+(``packaged:verdict-web-stack``) evidence-reading member, ``packaged:verdict-tfidf-web``, is TF-IDF
++ logistic regression fitted by L-BFGS (today's default reads the evidence pair by pair with
+``packaged:verdict-tfidf-pairs``, whose steps ``test_verdict_pair_tfidf.py`` watches), so its training steps are the solver's iterations. Each fit below runs the
 project's own trainer (``tfidf.fit``, with the shipped model's settings read from its card)
 capped at ``max_iter`` iterations from the same start, and reads what the solver minimises
 (``tfidf.training_loss``). The inputs come from ``verdict-model train --evidence``'s reader
@@ -30,7 +31,7 @@ from sanctuary_local.verdict_model.train import evidence_inputs, training_inputs
 
 SLICE = Path(__file__).resolve().parents[1] / "data" / "real_web_slice"
 CLAIMS, EVIDENCE = SLICE / "claims.json", SLICE / "evidence.csv"
-DEFAULT = "packaged:verdict-tfidf-web"  # the default stack's member that reads the evidence
+DEFAULT = "packaged:verdict-tfidf-web"  # the former default stack's member that reads the evidence
 #: Iteration caps: the slice converges in a handful (5 with the default's settings).
 CAPS = (1, 2, 3, 4, 2000)
 
