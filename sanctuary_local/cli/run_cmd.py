@@ -167,7 +167,7 @@ def label_scores_line(meta: dict[str, Any]) -> str:
     rule = ", label by the fitted decision rule" if ls.get("calibrated") else ""
     sure = {True: "; confident", False: "; uncertain"}.get(ls.get("confident"), "")  # type: ignore[arg-type]
     if sure and isinstance(ls.get("confidence_threshold"), (int, float)):
-        sure += f" (threshold {float(ls['confidence_threshold']):.2f})"
+        sure += f" (threshold {float(ls['confidence_threshold']):.3f})"
     return f"label probabilities (trained model{rule}): {shown}{sure}"
 
 

@@ -111,3 +111,20 @@ def test_trained_verdicts_show_their_label_probabilities_and_the_gold_count(tmp_
     assert text.count("label probabilities") == 1  # a label read from text has none to show
     assert "(gold: Supported)" in text and "(gold: same)" in text
     assert "1 of 2 verdicts match the gold labels" in text
+
+
+def test_an_uncertain_verdict_names_its_two_likeliest_labels_and_the_threshold(tmp_path: Path) -> None:
+    """Under the model's confidence threshold a verdict is marked uncertain with its two likeliest
+    labels; the threshold is printed to three places, so a probability just under it (0.4231 shown
+    as 0.42) is not shown equal to it."""
+    labels = ["Supported", "Refuted", "Not Enough Evidence", "Conflicting Evidence/Cherrypicking"]
+    unsure = {"labels": labels, "probabilities": [0.26, 0.4231, 0.14, 0.1769], "confident": False,
+              "confidence_threshold": 0.423471, "runner_up": "Supported"}
+    sure = {**unsure, "probabilities": [0.14, 0.46, 0.18, 0.22], "confident": True, "runner_up": "Conflicting Evidence/Cherrypicking"}
+    preds = [Prediction(claim_index=0, claim_id="0", claim="A", label="Refuted", meta={"label_scores": unsure}),
+             Prediction(claim_index=1, claim_id="1", claim="B", label="Refuted", meta={"label_scores": sure})]
+    text = " ".join(_print(_summary(tmp_path, preds), REPO / "examples" / "claims.json").split())
+    assert "uncertain: Refuted 0.42 or Supported 0.26" in text
+    assert "Not Enough Evidence 0.14; uncertain (threshold 0.423)" in text
+    assert "Supported 0.14; confident (threshold 0.423)" in text
+    assert text.count("uncertain:") == 1  # the confident verdict has no uncertain line
