@@ -26,7 +26,7 @@ from sanctuary_local.records import LABELS
 from sanctuary_local.verdict_model.base import Progress, TrainSettings, class_weights, softmax
 from sanctuary_local.verdict_model.inputs import VerdictInput, answer_text
 from sanctuary_local.verdict_model.pair_encoder import POOLS, pool, split_pairs
-from sanctuary_local.verdict_model.tfidf import _vectorizer, read_arrays, write_arrays
+from sanctuary_local.verdict_model.tfidf import vectorizer, read_arrays, write_arrays
 
 ARRAYS = "pair_tfidf_lr.npz"
 MAX_ITER = 2000
@@ -51,14 +51,14 @@ def pair_text(x: VerdictInput, answer_words: int = 100, focus: bool = False) -> 
     return " ".join(f"Q: {' '.join(p.question.split())} A: {answer} {shared} {cues}".split())
 
 
-def _rows(xs: Sequence[VerdictInput], s: TrainSettings) -> tuple[list[str], np.ndarray]:
-    """Every pair's text and the index of the claim it belongs to."""
-    texts, owner = [], []
-    for i, x in enumerate(xs):
-        for one in split_pairs(x, s.max_pairs):
-            texts.append(pair_text(one, s.answer_words, s.answer_focus))
-            owner.append(i)
-    return texts, np.array(owner, dtype=int)
+def pair_counts(xs: Sequence[VerdictInput], max_pairs: int) -> np.ndarray:
+    """Rows each claim gives (``split_pairs``: its pairs, or one for a claim alone)."""
+    return np.array([max(1, len(x.pairs[:max_pairs])) for x in xs], dtype=int)
+
+
+def _texts(xs: Sequence[VerdictInput], how) -> list[str]:  # noqa: ANN001 - a model or TrainSettings
+    """Every pair's text, claims in order."""
+    return [pair_text(one, how.answer_words, how.answer_focus) for x in xs for one in split_pairs(x, how.max_pairs)]
 
 
 def fit(xs: Sequence[VerdictInput], s: TrainSettings, max_iter: int = MAX_ITER):  # noqa: ANN201 - sklearn types
@@ -67,12 +67,13 @@ def fit(xs: Sequence[VerdictInput], s: TrainSettings, max_iter: int = MAX_ITER):
     convergence the solver stops early, which is how a test watches the loss fall."""
     from sklearn.linear_model import LogisticRegression
 
-    texts, owner = _rows(xs, s)
+    texts = _texts(xs, s)
+    owner = np.repeat(np.arange(len(xs)), pair_counts(xs, s.max_pairs))
     y = np.array([LABELS.index(xs[i].label) for i in owner])
     per_claim = class_weights([x.label for x in xs], s.class_weight)[[LABELS.index(x.label) for x in xs]]
-    w = per_claim[owner] / np.bincount(owner, minlength=len(xs))[owner]
+    w = per_claim[owner] / pair_counts(xs, s.max_pairs)[owner]
     w = w * len(xs) / w.sum()
-    vec = _vectorizer()
+    vec = vectorizer()
     features = vec.fit_transform(texts)
     lr = LogisticRegression(C=s.c, max_iter=max_iter, random_state=s.seed)
     lr.fit(features, y, sample_weight=w)
@@ -93,7 +94,7 @@ def train_pair_tfidf(xs: Sequence[VerdictInput], s: TrainSettings, out: Path, pr
         raise ValueError(f"the training claims lack labels: only {[LABELS[i] for i in lr.classes_]} occur")
     write_arrays(out, vec, lr, ARRAYS)
     return {"features": len(vec.vocabulary_), "iterations": int(np.max(lr.n_iter_)), "loss": round(loss, 6),
-            "pairs": int(len(_rows(xs, s)[0]))}
+            "pairs": int(pair_counts(xs, s.max_pairs).sum())}
 
 
 class PairTfidfModel:
@@ -119,7 +120,6 @@ def predict(vec, coef: np.ndarray, intercept: np.ndarray, xs: Sequence[VerdictIn
     ``TrainSettings`` of a model fitted in memory)."""
     if not xs:
         return np.zeros((0, len(LABELS)))
-    texts = [pair_text(one, how.answer_words, how.answer_focus) for x in xs for one in split_pairs(x, how.max_pairs)]
-    probs = softmax(np.asarray(vec.transform(texts) @ coef.T, dtype=np.float64) + intercept)
-    bounds = np.cumsum([0] + [max(1, len(x.pairs[: how.max_pairs])) for x in xs])
+    probs = softmax(np.asarray(vec.transform(_texts(xs, how)) @ coef.T, dtype=np.float64) + intercept)
+    bounds = np.concatenate([[0], np.cumsum(pair_counts(xs, how.max_pairs))])
     return np.array([pool(probs[a:b], how.pair_pool) for a, b in zip(bounds[:-1], bounds[1:])], dtype=np.float64)

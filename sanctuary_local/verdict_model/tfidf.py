@@ -27,7 +27,8 @@ _VECTORIZER = {"ngram_range": (1, 2), "min_df": 2, "sublinear_tf": True, "lowerc
 MAX_ITER = 2000
 
 
-def _vectorizer(vocabulary: dict[str, int] | None = None):  # noqa: ANN202 - sklearn type
+def vectorizer(vocabulary: dict[str, int] | None = None):  # noqa: ANN202 - sklearn type
+    """The word and bigram TF-IDF vectoriser every TF-IDF model uses (``_VECTORIZER``)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     return TfidfVectorizer(vocabulary=vocabulary, dtype=np.float32, **_VECTORIZER)
@@ -38,7 +39,7 @@ def _fit(xs: Sequence[VerdictInput], s: TrainSettings, max_pairs: int, max_iter:
     from sklearn.linear_model import LogisticRegression
 
     y = np.array([LABELS.index(x.label) for x in xs])
-    vec = _vectorizer()
+    vec = vectorizer()
     features = vec.fit_transform([render(x, s.answer_words, max_pairs, s.answer_focus) for x in xs])
     weights = class_weights([x.label for x in xs], s.class_weight)
     lr = LogisticRegression(C=s.c, max_iter=max_iter, random_state=s.seed,
@@ -107,7 +108,7 @@ def read_arrays(directory: Path, arrays: str):  # noqa: ANN201 - sklearn type
         idf, coef, intercept = a["idf"], a["coef"], a["intercept"]
     if coef.shape != (len(LABELS), len(vocab)) or idf.shape != (len(vocab),):
         raise ValueError(f"{directory}: the TF-IDF arrays do not match its vocabulary of {len(vocab)} terms")
-    vec = _vectorizer(vocab)
+    vec = vectorizer(vocab)
     vec.idf_ = idf
     return vec, coef, intercept
 
